@@ -1,0 +1,81 @@
+"""sparkcast: Flink's Broadcast State Pattern on Spark Structured Streaming, in Python.
+
+The API mirrors PyFlink's ``pyflink.datastream`` names, so ported code changes its imports and
+its stream wiring only. Importing this package does not import pyspark; ``from sparkcast import Stream`` (the Spark
+wiring) loads it on first use, so it stays out of ``__all__`` and a star import stays Spark-free.
+"""
+
+from typing import Any
+
+from sparkcast.api import (
+    HOLD_OVERFLOW,
+    MIN_WATERMARK,
+    AggregateFunction,
+    AggregatingState,
+    AggregatingStateDescriptor,
+    BroadcastProcessFunction,
+    BroadcastState,
+    KeyedBroadcastProcessFunction,
+    ListState,
+    ListStateDescriptor,
+    MapState,
+    MapStateDescriptor,
+    OutputTag,
+    ReadOnlyBroadcastState,
+    ReduceFunction,
+    ReducingState,
+    ReducingStateDescriptor,
+    Row,
+    RuntimeContext,
+    StateTtlConfig,
+    Time,
+    TimeDomain,
+    TimerService,
+    Types,
+    ValueState,
+    ValueStateDescriptor,
+)
+from sparkcast.errors import SparkcastError
+
+__version__ = "0.1.0"
+
+_SPARK_NAMES = ("Stream",)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SPARK_NAMES:
+        from sparkcast import spark
+
+        return getattr(spark, name)
+    raise AttributeError(f"module 'sparkcast' has no attribute {name!r}")
+
+
+__all__ = [
+    "HOLD_OVERFLOW",
+    "MIN_WATERMARK",
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "BroadcastProcessFunction",
+    "BroadcastState",
+    "KeyedBroadcastProcessFunction",
+    "ListState",
+    "ListStateDescriptor",
+    "MapState",
+    "MapStateDescriptor",
+    "OutputTag",
+    "ReadOnlyBroadcastState",
+    "ReduceFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "Row",
+    "RuntimeContext",
+    "SparkcastError",
+    "StateTtlConfig",
+    "Time",
+    "TimeDomain",
+    "TimerService",
+    "Types",
+    "ValueState",
+    "ValueStateDescriptor",
+]

@@ -1,0 +1,75 @@
+"""The user API, pure Python: functions, contexts, state, descriptors, timers, tags, TTL."""
+
+from sparkcast.api.descriptors import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueStateDescriptor,
+)
+from sparkcast.api.functions import (
+    BaseBroadcastProcessFunction,
+    BroadcastProcessFunction,
+    Function,
+    KeyedBroadcastProcessFunction,
+)
+from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
+from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, MetricGroup
+from sparkcast.api.options import HOLD_OVERFLOW, ProcessOptions, ReadyCondition
+from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.row import Row
+from sparkcast.api.runtime_context import RuntimeContext
+from sparkcast.api.state import (
+    AggregatingState,
+    BroadcastState,
+    ListState,
+    MapState,
+    ReadOnlyBroadcastState,
+    ReducingState,
+    State,
+    ValueState,
+)
+from sparkcast.api.timers import MIN_WATERMARK, TimeDomain, TimerService
+from sparkcast.api.ttl import StateTtlConfig, Time
+from sparkcast.api.types import Types
+
+__all__ = [
+    "HOLD_OVERFLOW",
+    "MIN_WATERMARK",
+    "AggregateFunction",
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "BaseBroadcastProcessFunction",
+    "BroadcastProcessFunction",
+    "BroadcastState",
+    "Counter",
+    "Distribution",
+    "Function",
+    "Histogram",
+    "KeyedBroadcastProcessFunction",
+    "ListState",
+    "ListStateDescriptor",
+    "MapState",
+    "MapStateDescriptor",
+    "Meter",
+    "MetricGroup",
+    "OutputTag",
+    "ProcessOptions",
+    "ReadOnlyBroadcastState",
+    "ReadyCondition",
+    "ReduceFunction",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "Row",
+    "RuntimeContext",
+    "State",
+    "StateDescriptor",
+    "StateTtlConfig",
+    "Time",
+    "TimeDomain",
+    "TimerService",
+    "Types",
+    "ValueState",
+    "ValueStateDescriptor",
+]

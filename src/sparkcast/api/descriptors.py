@@ -1,0 +1,110 @@
+"""State descriptors: name a piece of state and its types, as in PyFlink.
+
+>>> rules = MapStateDescriptor("rules", str, dict)
+>>> counts = ValueStateDescriptor("count", int)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
+from sparkcast.api.ttl import StateTtlConfig
+from sparkcast.errors import PipelineError
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
+
+
+class StateDescriptor:
+    """Base of the descriptors; Flink's ``StateDescriptor``. Equal when kind and name are."""
+
+    kind = "state"
+
+    def __init__(self, name: str, type_info: Any = None) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise PipelineError(
+                f"state name {name!r} is invalid: use letters, digits, '_', '.', '-' "
+                "(at most 128, starting with a letter or '_')"
+            )
+        self.name = name
+        self.type_info = type_info
+        self.ttl_config: StateTtlConfig | None = None
+
+    def get_name(self) -> str:
+        return self.name
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise TypeError("enable_time_to_live takes a StateTtlConfig (see new_builder)")
+        self.ttl_config = ttl_config if ttl_config.is_enabled() else None
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.name == self.name  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.name))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class ValueStateDescriptor(StateDescriptor):
+    kind = "value"
+
+    def __init__(self, name: str, value_type_info: Any = None) -> None:
+        super().__init__(name, value_type_info)
+
+
+class ListStateDescriptor(StateDescriptor):
+    kind = "list"
+
+    def __init__(self, name: str, elem_type_info: Any = None) -> None:
+        super().__init__(name, elem_type_info)
+
+
+class MapStateDescriptor(StateDescriptor):
+    """Keyed map state, and the only kind of broadcast state (as in Flink)."""
+
+    kind = "map"
+
+    def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None) -> None:
+        super().__init__(name, value_type_info)
+        self.key_type_info = key_type_info
+        self.value_type_info = value_type_info
+
+
+class ReducingStateDescriptor(StateDescriptor):
+    kind = "reducing"
+
+    def __init__(
+        self,
+        name: str,
+        reduce_function: ReduceFunction | Callable[[Any, Any], Any],
+        type_info: Any = None,
+    ) -> None:
+        super().__init__(name, type_info)
+        if isinstance(reduce_function, ReduceFunction):
+            self.reduce = reduce_function.reduce
+        elif callable(reduce_function):
+            self.reduce = reduce_function
+        else:
+            raise TypeError("reduce_function must be a ReduceFunction or a callable(a, b)")
+        self.reduce_function = reduce_function
+
+    def get_reduce_function(self) -> ReduceFunction | Callable[[Any, Any], Any]:
+        return self.reduce_function
+
+
+class AggregatingStateDescriptor(StateDescriptor):
+    kind = "aggregating"
+
+    def __init__(self, name: str, agg_function: AggregateFunction, state_type_info: Any = None):
+        super().__init__(name, state_type_info)
+        if not isinstance(agg_function, AggregateFunction):
+            raise TypeError("agg_function must be an AggregateFunction")
+        self.agg_function = agg_function
+
+    def get_agg_function(self) -> AggregateFunction:
+        return self.agg_function

@@ -1,0 +1,149 @@
+"""The functions users subclass: PyFlink's broadcast process functions, same names and shapes.
+
+A PyFlink program ports by changing imports and the stream-construction lines only::
+
+    class MatchRules(KeyedBroadcastProcessFunction):
+        def process_element(self, value, ctx):
+            for name, rule in ctx.get_broadcast_state(RULES).items():
+                yield name, value                    # main output
+        def process_broadcast_element(self, value, ctx):
+            ctx.get_broadcast_state(RULES).put(value["name"], value)
+
+Outputs are yielded (PyFlink's ``Collector``); ``yield tag, value`` or ``ctx.output(tag, value)``
+writes a side output. Beyond Flink, a function may define ``process_batch(batch, ctx)`` that takes
+a pandas DataFrame of main-side rows and returns (or yields) DataFrames: it is then never called
+per element, which is how Python reaches pandas speed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
+from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState, State
+from sparkcast.api.timers import TimeDomain, TimerService
+
+if TYPE_CHECKING:
+    from sparkcast.api.runtime_context import RuntimeContext
+
+KEY = TypeVar("KEY")
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
+OUT = TypeVar("OUT")
+
+
+class Function(ABC):  # noqa: B024 - a base with optional hooks, as in PyFlink
+    """Lifecycle hooks; Flink's ``RichFunction``. ``open`` is where state handles are created."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
+        pass
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class BaseBroadcastProcessFunction(Function):
+    """What both broadcast process functions share; PyFlink's ``BaseBroadcastProcessFunction``."""
+
+    class BaseContext(ABC):
+        """Valid only during the callback it is passed to; do not keep it."""
+
+        @abstractmethod
+        def timestamp(self) -> int | None:
+            """The element's event timestamp (epoch ms), or None when it has none."""
+
+        @abstractmethod
+        def current_processing_time(self) -> int: ...
+
+        @abstractmethod
+        def current_watermark(self) -> int: ...
+
+        @abstractmethod
+        def output(self, output_tag: OutputTag, value: Any) -> None:
+            """Emit to a side output; the same as ``yield output_tag, value``."""
+
+    class Context(BaseContext):
+        """The broadcast side's context: read-write broadcast state."""
+
+        @abstractmethod
+        def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> BroadcastState: ...
+
+    class ReadOnlyContext(BaseContext):
+        """The main side's context: read-only broadcast state."""
+
+        @abstractmethod
+        def get_broadcast_state(
+            self, state_descriptor: MapStateDescriptor
+        ) -> ReadOnlyBroadcastState: ...
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        """Called for each main-side element, unless the function defines ``process_batch``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must define process_element (or process_batch)"
+        )
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
+        """Called for each broadcast element, on every subtask, in the same order everywhere."""
+        raise NotImplementedError(f"{type(self).__name__} must define process_broadcast_element")
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):
+    """A non-keyed main stream connected to a broadcast stream; Flink's
+    ``BroadcastProcessFunction``."""
+
+    class Context(BaseBroadcastProcessFunction.Context, ABC):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, ABC):
+        pass
+
+    def process_element(self, value: IN1, ctx: ReadOnlyContext) -> Iterable[Any] | None:
+        return super().process_element(value, ctx)
+
+    def process_broadcast_element(self, value: IN2, ctx: Context) -> Iterable[Any] | None:
+        return super().process_broadcast_element(value, ctx)
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN1, IN2, OUT]):
+    """A keyed main stream connected to a broadcast stream, with keyed state and timers; Flink's
+    ``KeyedBroadcastProcessFunction``."""
+
+    class Context(BaseBroadcastProcessFunction.Context, ABC):
+        @abstractmethod
+        def apply_to_keyed_state(
+            self, state_descriptor: StateDescriptor, function: Callable[[Any, State], None]
+        ) -> None:
+            """Call ``function(key, state)`` for every key of this subtask with that state."""
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, ABC):
+        @abstractmethod
+        def timer_service(self) -> TimerService: ...
+
+        @abstractmethod
+        def get_current_key(self) -> Any: ...
+
+    class OnTimerContext(ReadOnlyContext, ABC):
+        @abstractmethod
+        def time_domain(self) -> TimeDomain: ...
+
+    def process_element(self, value: IN1, ctx: ReadOnlyContext) -> Iterable[Any] | None:
+        return super().process_element(value, ctx)
+
+    def process_broadcast_element(self, value: IN2, ctx: Context) -> Iterable[Any] | None:
+        return super().process_broadcast_element(value, ctx)
+
+    def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
+        """Called when a timer registered through ``ctx.timer_service()`` fires."""
+        return None
+
+
+def defines(function: object, method: str) -> bool:
+    """Whether the user's class overrides a method of the base classes."""
+    implementation = getattr(type(function), method, None)
+    if implementation is None:
+        return False
+    bases = (BroadcastProcessFunction, KeyedBroadcastProcessFunction, BaseBroadcastProcessFunction)
+    return all(getattr(base, method, None) is not implementation for base in bases)

@@ -1,0 +1,33 @@
+"""Small function interfaces used by state descriptors; PyFlink's names."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Generic, TypeVar
+
+IN = TypeVar("IN")
+ACC = TypeVar("ACC")
+OUT = TypeVar("OUT")
+
+
+class ReduceFunction(ABC, Generic[IN]):
+    """Combines two values into one; Flink's ``ReduceFunction``."""
+
+    @abstractmethod
+    def reduce(self, value1: IN, value2: IN) -> IN: ...
+
+
+class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
+    """Incremental aggregation into an accumulator; Flink's ``AggregateFunction``."""
+
+    @abstractmethod
+    def create_accumulator(self) -> ACC: ...
+
+    @abstractmethod
+    def add(self, value: IN, accumulator: ACC) -> ACC: ...
+
+    @abstractmethod
+    def get_result(self, accumulator: ACC) -> OUT: ...
+
+    def merge(self, acc_a: ACC, acc_b: ACC) -> ACC:
+        raise NotImplementedError("merge is not needed by keyed aggregating state")

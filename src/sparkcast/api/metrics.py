@@ -1,0 +1,129 @@
+"""User metrics, PyFlink's ``MetricGroup`` API; values are read with ``MetricGroup.snapshot``.
+
+On Spark the engine adds each subtask's metrics to the query's progress; in the harness
+``harness.metrics()`` returns them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+
+class Counter:
+    def __init__(self) -> None:
+        self._count = 0
+
+    def inc(self, n: int = 1) -> None:
+        self._count += n
+
+    def dec(self, n: int = 1) -> None:
+        self._count -= n
+
+    def get_count(self) -> int:
+        return self._count
+
+
+class Meter:
+    """Counts events; the rate is computed where the metrics are read."""
+
+    def __init__(self, time_span_in_seconds: int = 60) -> None:
+        self.time_span_in_seconds = time_span_in_seconds
+        self._count = 0
+
+    def mark_event(self, value: int = 1) -> None:
+        self._count += value
+
+    def get_count(self) -> int:
+        return self._count
+
+
+class Distribution:
+    """Count, sum, min, max and mean of the values seen; Flink's ``Distribution``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.sum = 0.0
+        self.min: float | None = None
+        self.max: float | None = None
+
+    def update(self, value: float) -> None:
+        self.count += 1
+        self.sum += value
+        self.min = value if self.min is None else min(self.min, value)
+        self.max = value if self.max is None else max(self.max, value)
+
+    def snapshot(self) -> dict[str, Any]:
+        mean = self.sum / self.count if self.count else None
+        return {"count": self.count, "sum": self.sum, "min": self.min, "max": self.max,
+                "mean": mean}
+
+
+class Histogram(Distribution):
+    """A distribution that also keeps its newest values, for quantiles."""
+
+    def __init__(self, max_values: int = 10_000) -> None:
+        super().__init__()
+        self._values: deque[float] = deque(maxlen=max_values)
+
+    def update(self, value: float) -> None:
+        super().update(value)
+        self._values.append(value)
+
+    def quantile(self, q: float) -> float | None:
+        if not self._values:
+            return None
+        ordered = sorted(self._values)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**super().snapshot(), "p50": self.quantile(0.5), "p99": self.quantile(0.99)}
+
+
+class MetricGroup:
+    """A named scope of metrics; ``add_group`` nests scopes as dotted names."""
+
+    def __init__(self, prefix: str = "", registry: dict[str, Any] | None = None) -> None:
+        self._prefix = prefix
+        self._registry: dict[str, Any] = {} if registry is None else registry
+
+    def add_group(self, name: str, extra: str | None = None) -> MetricGroup:
+        scope = name if extra is None else f"{name}.{extra}"
+        return MetricGroup(self._name(scope), self._registry)
+
+    def counter(self, name: str) -> Counter:
+        return self._register(name, Counter)
+
+    def gauge(self, name: str, obj: Callable[[], Any]) -> None:
+        self._registry[self._name(name)] = obj
+
+    def meter(self, name: str, time_span_in_seconds: int = 60) -> Meter:
+        return self._register(name, lambda: Meter(time_span_in_seconds))
+
+    def distribution(self, name: str) -> Distribution:
+        return self._register(name, Distribution)
+
+    def histogram(self, name: str) -> Histogram:
+        return self._register(name, Histogram)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every metric's current value: counts, gauge readings, distribution summaries."""
+        return {name: _read(metric) for name, metric in sorted(self._registry.items())}
+
+    def _name(self, name: str) -> str:
+        return f"{self._prefix}.{name}" if self._prefix else name
+
+    def _register(self, name: str, factory: Callable[[], Any]) -> Any:
+        full = self._name(name)
+        if full not in self._registry:
+            self._registry[full] = factory()
+        return self._registry[full]
+
+
+def _read(metric: Any) -> Any:
+    if isinstance(metric, (Counter, Meter)):
+        return metric.get_count()
+    if isinstance(metric, Distribution):
+        return metric.snapshot()
+    return metric()

@@ -1,0 +1,26 @@
+"""Side outputs: ``yield tag, value`` or ``ctx.output(tag, value)``, as in PyFlink."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OutputTag:
+    """A named side output; Flink's ``OutputTag``.
+
+    ``schema`` (a Spark DDL string such as ``"id string, reason string"``) types the side
+    output's DataFrame on Spark; the harness ignores it.
+
+    >>> REVIEW = OutputTag("review", "tx_id string, rule string")
+    """
+
+    tag_id: str
+    schema: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tag_id, str) or not self.tag_id:
+            raise ValueError("OutputTag tag_id cannot be None or empty string")
+
+    def __repr__(self) -> str:
+        return f"OutputTag({self.tag_id!r})"

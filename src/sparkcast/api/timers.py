@@ -1,0 +1,38 @@
+"""Timer service and time domains; PyFlink's ``pyflink.datastream.timerservice``."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import Enum
+
+#: The watermark before any watermark arrived: Java's ``Long.MIN_VALUE``, as PyFlink reports it.
+MIN_WATERMARK = -(2**63)
+
+
+class TimeDomain(Enum):
+    """Which clock fired a timer; Flink's ``TimeDomain``."""
+
+    EVENT_TIME = 0
+    PROCESSING_TIME = 1
+
+
+class TimerService(ABC):
+    """Registers timers for the current key; only keyed functions have one."""
+
+    @abstractmethod
+    def current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, timestamp: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, timestamp: int) -> None: ...

@@ -1,0 +1,114 @@
+"""PyFlink's ``Types`` factory, so ported descriptors keep their type arguments.
+
+sparkcast stores state with a self-describing codec, so a type is a check on ``put``, not a
+serializer: each factory returns the Python type that values must be instances of.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+from typing import Any
+
+
+class Types:
+    """``Types.STRING()`` and friends, mapped to Python types."""
+
+    @staticmethod
+    def STRING() -> type:  # noqa: N802 - PyFlink's names
+        return str
+
+    @staticmethod
+    def CHAR() -> type:  # noqa: N802
+        return str
+
+    @staticmethod
+    def BOOLEAN() -> type:  # noqa: N802
+        return bool
+
+    @staticmethod
+    def BYTE() -> type:  # noqa: N802
+        return int
+
+    @staticmethod
+    def SHORT() -> type:  # noqa: N802
+        return int
+
+    @staticmethod
+    def INT() -> type:  # noqa: N802
+        return int
+
+    @staticmethod
+    def LONG() -> type:  # noqa: N802
+        return int
+
+    @staticmethod
+    def BIG_INT() -> type:  # noqa: N802
+        return int
+
+    @staticmethod
+    def FLOAT() -> type:  # noqa: N802
+        return float
+
+    @staticmethod
+    def DOUBLE() -> type:  # noqa: N802
+        return float
+
+    @staticmethod
+    def BIG_DEC() -> type:  # noqa: N802
+        return decimal.Decimal
+
+    @staticmethod
+    def SQL_TIMESTAMP() -> type:  # noqa: N802
+        return datetime.datetime
+
+    @staticmethod
+    def SQL_DATE() -> type:  # noqa: N802
+        return datetime.date
+
+    @staticmethod
+    def PRIMITIVE_ARRAY_BYTE() -> type:  # noqa: N802
+        return bytes
+
+    @staticmethod
+    def PICKLED_BYTE_ARRAY() -> type:  # noqa: N802 - any value the codec can store; never pickled
+        return object
+
+    @staticmethod
+    def PRIMITIVE_ARRAY(element_type: Any = None) -> type:  # noqa: N802
+        return list
+
+    @staticmethod
+    def BASIC_ARRAY(element_type: Any = None) -> type:  # noqa: N802
+        return list
+
+    @staticmethod
+    def LIST(element_type: Any = None) -> type:  # noqa: N802
+        return list
+
+    @staticmethod
+    def MAP(key_type: Any = None, value_type: Any = None) -> type:  # noqa: N802
+        return dict
+
+    @staticmethod
+    def TUPLE(field_types: Any = None) -> type:  # noqa: N802
+        return tuple
+
+    @staticmethod
+    def ROW(field_types: Any = None) -> type:  # noqa: N802
+        return tuple
+
+    @staticmethod
+    def ROW_NAMED(field_names: Any = None, field_types: Any = None) -> type:  # noqa: N802
+        return tuple
+
+
+def accepts(declared: Any, value: Any) -> bool:
+    """Whether ``value`` may be stored under a declared type (``object``/``None``: anything)."""
+    if declared is None or declared is object or value is None:
+        return True
+    if not isinstance(declared, type):
+        return True  # typing constructs such as list[str]: not checked
+    if declared is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, declared)

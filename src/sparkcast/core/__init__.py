@@ -1,0 +1,23 @@
+"""The engine core, pure Python: runs one subtask of a broadcast function over a state backend.
+
+The test harness and the Spark runtime both drive ``SubtaskEngine``; only the backend differs.
+"""
+
+from sparkcast.core.backend import DictBackend, StateBackend
+from sparkcast.core.engine import (
+    DEAD_LETTERS,
+    BroadcastElement,
+    DeadLetter,
+    OutputRecord,
+    SubtaskEngine,
+)
+
+__all__ = [
+    "DEAD_LETTERS",
+    "BroadcastElement",
+    "DeadLetter",
+    "DictBackend",
+    "OutputRecord",
+    "StateBackend",
+    "SubtaskEngine",
+]

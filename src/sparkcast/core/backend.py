@@ -1,0 +1,72 @@
+"""Where one subtask's state lives: the interface the engine writes through, and a dict backend.
+
+The engine sees every piece of state as a mutable mapping: one table per broadcast descriptor
+(key -> frozen value, insertion-ordered), one per keyed descriptor (user key -> value), and named
+blobs for its own bookkeeping (timers, held elements, versions). A backend decides how tables are
+stored and must make them durable at ``flush``, which the engine's driver calls when a micro-batch
+(or, in the harness, a call) ends. Values read from a keyed table may be mutated in place by user
+code; a backend must persist such mutations at ``flush`` (the dict backend shares the objects; the
+Spark backend writes back every container value it handed out).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import MutableMapping
+from typing import Any
+
+from sparkcast.core import codec
+
+
+class StateBackend(ABC):
+    """State of one subtask, behind mappings."""
+
+    @abstractmethod
+    def broadcast_table(self, name: str) -> MutableMapping[Any, Any]: ...
+
+    @abstractmethod
+    def keyed_table(self, name: str) -> MutableMapping[Any, Any]: ...
+
+    @abstractmethod
+    def load(self, name: str, default: Any) -> Any:
+        """An engine blob (timers, held elements, versions) as last stored."""
+
+    @abstractmethod
+    def store(self, name: str, value: Any) -> None: ...
+
+    def flush(self) -> None:  # noqa: B027 - dict-backed state is durable as it is written
+        """Make everything written since the last flush durable."""
+
+
+class _CheckedDict(dict):
+    """A dict that refuses what the stable codec cannot store, so the harness fails where Spark
+    would."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        codec.encode(key)
+        codec.encode(value)
+        super().__setitem__(key, value)
+
+
+class DictBackend(StateBackend):
+    """In-memory state for the harness and unit tests; blobs go through the codec like on Spark."""
+
+    def __init__(self) -> None:
+        self.broadcast: dict[str, dict[Any, Any]] = {}
+        self.keyed: dict[str, dict[Any, Any]] = {}
+        self.blobs: dict[str, bytes] = {}
+
+    def broadcast_table(self, name: str) -> MutableMapping[Any, Any]:
+        return self.broadcast.setdefault(name, _CheckedDict())
+
+    def keyed_table(self, name: str) -> MutableMapping[Any, Any]:
+        return self.keyed.setdefault(name, _CheckedDict())
+
+    def load(self, name: str, default: Any) -> Any:
+        blob = self.blobs.get(name)
+        return default if blob is None else codec.decode(blob)
+
+    def store(self, name: str, value: Any) -> None:
+        self.blobs[name] = codec.encode(value)

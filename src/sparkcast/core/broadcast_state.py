@@ -1,0 +1,116 @@
+"""Broadcast state views over one descriptor's table: read-only for the main side, read-write
+for the broadcast side. Values are frozen when put, so the main side reads them without copies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import Any, NoReturn
+
+from sparkcast.api.descriptors import MapStateDescriptor
+from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
+from sparkcast.api.types import accepts
+from sparkcast.core.frozen import freeze, thaw
+from sparkcast.errors import ReadOnlyStateError, StateTypeError
+
+_READ_ONLY = (
+    "broadcast state {name!r} is read-only in {where}: update it in process_broadcast_element "
+    "(Flink's ReadOnlyBroadcastState)"
+)
+
+
+class ReadOnlyBroadcastStateView(ReadOnlyBroadcastState):
+    """Main side and ``on_timer``: shared frozen values, writes raise ``ReadOnlyStateError``."""
+
+    def __init__(self, descriptor: MapStateDescriptor, table: Callable[[], MutableMapping]) -> None:
+        self._descriptor = descriptor
+        self._table = table
+
+    def get(self, key: Any) -> Any:
+        return self._table().get(key)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._table()
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        return self._table().items()
+
+    def keys(self) -> Iterable[Any]:
+        return self._table().keys()
+
+    def values(self) -> Iterable[Any]:
+        return self._table().values()
+
+    def is_empty(self) -> bool:
+        return not self._table()
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def _refuse(self, *_: Any) -> NoReturn:
+        raise ReadOnlyStateError(_READ_ONLY.format(name=self._descriptor.name,
+                                                   where="process_element and on_timer"))
+
+    put = put_all = remove = clear = __setitem__ = __delitem__ = _refuse
+
+
+class BroadcastStateView(BroadcastState):
+    """Broadcast side: reads return mutable copies, puts freeze and type-check the value."""
+
+    def __init__(self, descriptor: MapStateDescriptor, table: Callable[[], MutableMapping],
+                 on_change: Callable[[], None]) -> None:
+        self._descriptor = descriptor
+        self._table = table
+        self._on_change = on_change
+
+    def get(self, key: Any) -> Any:
+        return thaw(self._table().get(key))
+
+    def contains(self, key: Any) -> bool:
+        return key in self._table()
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        return [(k, thaw(v)) for k, v in self._table().items()]
+
+    def keys(self) -> Iterable[Any]:
+        return list(self._table().keys())
+
+    def values(self) -> Iterable[Any]:
+        return [thaw(v) for v in self._table().values()]
+
+    def is_empty(self) -> bool:
+        return not self._table()
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def put(self, key: Any, value: Any) -> None:
+        self._check(key, value)
+        self._table()[key] = freeze(value)
+        self._on_change()
+
+    def put_all(self, dict_value: dict[Any, Any]) -> None:
+        for key, value in dict_value.items():
+            self.put(key, value)
+
+    def remove(self, key: Any) -> None:
+        table = self._table()
+        if key in table:
+            del table[key]
+            self._on_change()
+
+    def clear(self) -> None:
+        table = self._table()
+        if table:
+            table.clear()
+            self._on_change()
+
+    def _check(self, key: Any, value: Any) -> None:
+        d = self._descriptor
+        if key is None:
+            raise StateTypeError(f"broadcast state {d.name!r}: keys cannot be None")
+        if not accepts(d.key_type_info, key):
+            raise StateTypeError(f"broadcast state {d.name!r}: key {key!r} is not a "
+                             f"{d.key_type_info.__name__}")
+        if not accepts(d.value_type_info, value):
+            raise StateTypeError(f"broadcast state {d.name!r}: value of type "
+                             f"{type(value).__name__} is not a {d.value_type_info.__name__}")

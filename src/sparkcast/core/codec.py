@@ -1,0 +1,170 @@
+"""A stable, self-describing codec for state values: tagged JSON, never pickle.
+
+State outlives code: a restart with a changed program must still read it, and nothing read from
+a checkpoint may execute code. JSON covers the common values; the rest are tagged objects:
+
+======================  ===================================
+value                   encoded as
+======================  ===================================
+tuple / Row             ``{"$t": [...]}`` / ``{"$r": [names], "v": [...]}``
+bytes                   ``{"$b": "<base64>"}``
+dict, non-str keys      ``{"$m": [[k, v], ...]}``
+set / frozenset         ``{"$s": [...]}``
+datetime / date         ``{"$dt": iso}`` / ``{"$d": iso}``
+Decimal, nan/inf        ``{"$dec": str}``, ``{"$f": "nan"}``
+numpy array             ``{"$nd": dtype, "shape": [...], "b": base64}``
+======================  ===================================
+
+``fingerprint`` hashes the canonical form (sorted dict keys), so equal values hash equally in
+every process: the engine orders broadcast elements by it when nothing else orders them.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import hashlib
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from sparkcast.api.row import Row, row_type
+from sparkcast.core.frozen import freeze
+from sparkcast.errors import StateSerializationError
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def _to_json(value: Any, canonical: bool) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else {"$f": repr(value)}
+    if isinstance(value, Row):
+        return {"$r": list(value.__fields__), "v": [_to_json(v, canonical) for v in value]}
+    if isinstance(value, dict):
+        return _dict_to_json(value, canonical)
+    if isinstance(value, list):
+        return [_to_json(v, canonical) for v in value]
+    if isinstance(value, tuple):
+        return {"$t": [_to_json(v, canonical) for v in value]}
+    return _special_to_json(value, canonical)
+
+
+def _dict_to_json(value: dict, canonical: bool) -> Any:
+    if all(type(k) is str and not k.startswith("$") for k in value):
+        items = sorted(value.items()) if canonical else value.items()
+        return {k: _to_json(v, canonical) for k, v in items}
+    pairs = [[_to_json(k, canonical), _to_json(v, canonical)] for k, v in value.items()]
+    if canonical:
+        pairs.sort(key=lambda kv: json.dumps(kv[0], sort_keys=True))
+    return {"$m": pairs}
+
+
+def _special_to_json(value: Any, canonical: bool) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$b": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, (set, frozenset)):
+        items = [_to_json(v, canonical) for v in value]
+        return {"$s": sorted(items, key=lambda v: json.dumps(v, sort_keys=True))}
+    if isinstance(value, datetime.datetime):
+        return {"$dt": value.isoformat()}
+    if isinstance(value, datetime.date):
+        return {"$d": value.isoformat()}
+    if isinstance(value, decimal.Decimal):
+        return {"$dec": str(value)}
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return {"$nd": "object", "v": [_to_json(v, canonical) for v in value.tolist()]}
+        data = np.ascontiguousarray(value)
+        return {"$nd": data.dtype.str, "shape": list(data.shape),
+                "b": base64.b64encode(data.tobytes()).decode("ascii")}
+    if isinstance(value, np.generic):
+        return _to_json(value.item(), canonical)
+    raise StateSerializationError(
+        f"cannot store a {type(value).__name__} in state: use JSON-like values (str, int, float, "
+        "bool, None, list, dict, tuple, Row, bytes, set, datetime, Decimal, numpy arrays)"
+    )
+
+
+def _from_json(data: Any) -> Any:
+    kind = type(data)
+    if kind is list:
+        return [_from_json(v) for v in data]
+    if kind is not dict:
+        return data
+    if len(data) <= 3 and data and next(iter(data)).startswith("$"):
+        return _tagged_from_json(data)
+    return {k: _from_json(v) for k, v in data.items()}
+
+
+def _tagged_from_json(data: dict) -> Any:
+    tag = next(iter(data))
+    body = data[tag]
+    if tag == "$t":
+        return tuple(_from_json(v) for v in body)
+    if tag == "$r":
+        return row_type(tuple(body))._make(_from_json(v) for v in data["v"])
+    if tag == "$m":
+        return {_hashable(_from_json(k)): _from_json(v) for k, v in body}
+    if tag == "$b":
+        return base64.b64decode(body)
+    if tag == "$s":
+        return {_hashable(_from_json(v)) for v in body}
+    if tag == "$dt":
+        return datetime.datetime.fromisoformat(body)
+    if tag == "$d":
+        return datetime.date.fromisoformat(body)
+    if tag == "$dec":
+        return decimal.Decimal(body)
+    if tag == "$f":
+        return float(body)
+    if tag == "$nd":
+        if body == "object":
+            return np.array([_from_json(v) for v in data["v"]], dtype=object)
+        raw = base64.b64decode(data["b"])
+        return np.frombuffer(raw, dtype=np.dtype(body)).reshape(data["shape"]).copy()
+    raise StateSerializationError(f"unknown codec tag {tag!r}: state written by a newer sparkcast?")
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def encode(value: Any) -> bytes:
+    """Encode a state value; raises ``StateSerializationError`` for unsupported types."""
+    try:
+        return json.dumps(_to_json(value, False), separators=(",", ":"),
+                          ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise StateSerializationError(f"cannot encode state value: {exc}") from exc
+
+
+def decode(data: bytes | str) -> Any:
+    """Decode what ``encode`` wrote."""
+    try:
+        return _from_json(json.loads(data))
+    except (TypeError, ValueError) as exc:
+        raise StateSerializationError(f"corrupt state value: {exc}") from exc
+
+
+def canonical(value: Any) -> bytes:
+    """An encoding that equal values share, whatever their dict order."""
+    return json.dumps(_to_json(value, True), separators=(",", ":"), sort_keys=True,
+                      ensure_ascii=False).encode("utf-8")
+
+
+def fingerprint(value: Any) -> str:
+    """A short content hash, equal in every process for equal values."""
+    return hashlib.blake2b(canonical(value), digest_size=12).hexdigest()
+
+
+def frozen_decode(data: bytes | str) -> Any:
+    """Decode straight into read-only containers, for broadcast state shared between readers."""
+    return freeze(decode(data))

@@ -1,0 +1,107 @@
+"""Keyed timers of one subtask: a deduplicated set, fired in (timestamp, key) order.
+
+Timers at the same timestamp fire in the order of their keys' canonical encoding, which is the
+same in every process, so a restart or a different backend fires them in the same order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING, Any
+
+from sparkcast.api.timers import TimeDomain, TimerService
+from sparkcast.core import codec
+from sparkcast.core.keyed_state import NO_KEY
+from sparkcast.errors import TimerError
+
+if TYPE_CHECKING:
+    from sparkcast.core.engine import SubtaskEngine
+
+_Entry = tuple[int, bytes]  # (timestamp, canonical key)
+
+
+class TimerQueue:
+    """Timers of one domain; ``snapshot``/``restore`` give a codec-friendly form."""
+
+    def __init__(self) -> None:
+        self._heap: list[_Entry] = []
+        self._keys: dict[_Entry, Any] = {}
+        self.changed = False
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def register(self, timestamp: int, key: Any) -> None:
+        entry = (int(timestamp), codec.canonical(key))
+        if entry not in self._keys:
+            self._keys[entry] = key
+            heapq.heappush(self._heap, entry)
+            self.changed = True
+
+    def delete(self, timestamp: int, key: Any) -> None:
+        if self._keys.pop((int(timestamp), codec.canonical(key)), None) is not None:
+            self.changed = True  # the heap entry is skipped when it surfaces
+
+    def pop_due(self, upto: int) -> tuple[int, Any] | None:
+        """The earliest live timer at or before ``upto``, removed; None when none is due."""
+        heap = self._heap
+        while heap and heap[0][0] <= upto:
+            entry = heapq.heappop(heap)
+            key = self._keys.pop(entry, _GONE)
+            if key is not _GONE:
+                self.changed = True
+                return entry[0], key
+        return None
+
+    def next_timestamp(self) -> int | None:
+        while self._heap and self._heap[0] not in self._keys:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def snapshot(self) -> list[list[Any]]:
+        return [[ts, key] for (ts, _), key in sorted(self._keys.items(), key=lambda kv: kv[0])]
+
+    def restore(self, entries: list[list[Any]]) -> None:
+        self._heap, self._keys = [], {}
+        for ts, key in entries:
+            self.register(ts, _hashable(key))
+        self.changed = False
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+
+
+_GONE: Any = object()
+
+
+class KeyedTimerService(TimerService):
+    """The timer service of the current key; the engine's contexts hand it out."""
+
+    def __init__(self, engine: SubtaskEngine) -> None:
+        self._engine = engine
+
+    def current_processing_time(self) -> int:
+        return self._engine.processing_time
+
+    def current_watermark(self) -> int:
+        return self._engine.current_watermark
+
+    def _key(self) -> Any:
+        key = self._engine.current_key
+        if key is NO_KEY:
+            raise TimerError("timers need a current key: register them in process_element or "
+                             "on_timer of a KeyedBroadcastProcessFunction")
+        return key
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._engine.timers[TimeDomain.PROCESSING_TIME].register(timestamp, self._key())
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._engine.timers[TimeDomain.EVENT_TIME].register(timestamp, self._key())
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._engine.timers[TimeDomain.PROCESSING_TIME].delete(timestamp, self._key())
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._engine.timers[TimeDomain.EVENT_TIME].delete(timestamp, self._key())

@@ -1,0 +1,8 @@
+"""Test harnesses for broadcast functions, like Flink's operator test harnesses.
+
+They run the engine that Spark runs, with in-memory state and a manual clock; no Spark session.
+"""
+
+from sparkcast.testing.harness import BroadcastHarness, KeyedBroadcastHarness
+
+__all__ = ["BroadcastHarness", "KeyedBroadcastHarness"]

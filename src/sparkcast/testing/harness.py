@@ -1,0 +1,250 @@
+"""``BroadcastHarness`` and ``KeyedBroadcastHarness``: drive a function by hand, inspect
+everything. Method names follow Flink's ``TwoInputStreamOperatorTestHarness`` (snake_case): the
+main side is Flink's input 1, the broadcast side input 2.
+
+>>> h = KeyedBroadcastHarness(MatchRules(), key_selector=lambda v: v["color"],
+...                           broadcast_descriptors=[RULES])
+>>> h.open()
+>>> h.process_broadcast_element({"name": "r1", "first": "square", "second": "circle"})
+>>> h.process_element({"color": "red", "shape": "square"}, timestamp=13)
+>>> h.output()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import pandas as pd
+
+from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
+from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
+from sparkcast.api.options import ProcessOptions, ready_conditions
+from sparkcast.api.output_tag import OutputTag
+from sparkcast.core.backend import DictBackend
+from sparkcast.core.engine import (
+    DEAD_LETTERS,
+    BroadcastElement,
+    DeadLetter,
+    OutputRecord,
+    SubtaskEngine,
+)
+from sparkcast.core.frozen import thaw
+from sparkcast.core.keyed_state import NO_KEY
+from sparkcast.errors import PipelineError
+
+
+class KeySelector(Protocol):
+    """PyFlink's ``KeySelector``: an object with ``get_key(value)``; a plain callable also works."""
+
+    def get_key(self, value: Any) -> Any: ...
+
+
+class BroadcastHarness:
+    """Runs a ``BroadcastProcessFunction`` (or, through the subclass, a keyed one) in-process."""
+
+    def __init__(
+        self,
+        function: BaseBroadcastProcessFunction,
+        broadcast_descriptors: Sequence[MapStateDescriptor],
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        hold_until_ready: Iterable[Any] | None = None,
+        hold_capacity: int = 100_000,
+        time_alignment: str = "batch",
+        on_error: str = "fail",
+        job_parameters: dict[str, Any] | None = None,
+    ) -> None:
+        options = ProcessOptions(
+            hold_until_ready=ready_conditions(hold_until_ready, broadcast_descriptors),
+            hold_capacity=hold_capacity,
+            time_alignment=time_alignment,  # type: ignore[arg-type]
+            on_error=on_error,  # type: ignore[arg-type]
+            job_parameters=dict(job_parameters or {}),
+        )
+        self._check_kind(function)
+        self.backend = DictBackend()
+        self.engine = SubtaskEngine(function, broadcast_descriptors, self.backend, options=options,
+                                    subtask_index=subtask_index, parallelism=parallelism,
+                                    strict_contexts=True)
+        self._records: list[OutputRecord] = []
+        self._opened = False
+
+    def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
+        if isinstance(function, KeyedBroadcastProcessFunction):
+            raise PipelineError("a KeyedBroadcastProcessFunction needs a KeyedBroadcastHarness")
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        self.engine.open()
+        self._opened = True
+        self._collect()
+
+    def close(self) -> None:
+        self.engine.close()
+        self._opened = False
+
+    def __enter__(self) -> BroadcastHarness:
+        self.open()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --------------------------------------------------------------------------------- inputs
+
+    def process_element(self, value: Any, timestamp: int | None = None) -> None:
+        """A main-side element (Flink's ``processElement1``)."""
+        self._ensure_open()
+        self.engine.process_element(value, timestamp, self._key(value))
+        self._collect()
+
+    def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        """A broadcast element (Flink's ``processElement2``)."""
+        self._ensure_open()
+        self.engine.process_broadcast_element(value, timestamp)
+        self._collect()
+
+    def process_watermark(self, watermark: int) -> None:
+        """The same watermark on both inputs."""
+        self._advance(main=watermark, broadcast=watermark)
+
+    def process_main_watermark(self, watermark: int) -> None:
+        self._advance(main=watermark)
+
+    def process_broadcast_watermark(self, watermark: int) -> None:
+        self._advance(broadcast=watermark)
+
+    def set_processing_time(self, time: int) -> None:
+        """Move the processing clock; due processing-time timers fire, TTL uses this clock."""
+        self._ensure_open()
+        self.engine.advance_processing_time(time)
+        self._collect()
+
+    def process_micro_batch(
+        self,
+        main: Sequence[Any] = (),
+        broadcast: Sequence[Any] = (),
+        *,
+        main_timestamps: Sequence[int | None] | None = None,
+        broadcast_timestamps: Sequence[int | None] | None = None,
+        watermark: int | None = None,
+        processing_time: int | None = None,
+    ) -> None:
+        """One Spark micro-batch as the runtime runs it: broadcast elements in their deterministic
+        order, then main elements (merged by event time with ``time_alignment="event"``)."""
+        self._ensure_open()
+        b_times = broadcast_timestamps or [None] * len(broadcast)
+        elements = [BroadcastElement(v, t) for v, t in zip(broadcast, b_times, strict=True)]
+        keys = [self._key(v) for v in main] if isinstance(self, KeyedBroadcastHarness) else None
+        self.engine.run_micro_batch(elements, list(main), main_timestamps, keys,
+                                    watermark=watermark, processing_time=processing_time)
+        self._collect()
+
+    # ------------------------------------------------------------------------------- outputs
+
+    def output(self) -> list[Any]:
+        """Main-output values, in order (rows of ``process_batch`` frames as dicts)."""
+        return [value for value, _ in self.output_records()]
+
+    def output_records(self) -> list[tuple[Any, int | None]]:
+        """Main-output ``(value, timestamp)`` pairs."""
+        return self._expand(None)
+
+    def side_output(self, tag: OutputTag) -> list[Any]:
+        return [value for value, _ in self._expand(tag)]
+
+    def dead_letters(self) -> list[DeadLetter]:
+        """Inputs the function raised on (with ``on_error="dead_letter"``)."""
+        return [value for value, _ in self._expand(DEAD_LETTERS)]
+
+    def clear_output(self) -> None:
+        self._records.clear()
+
+    def broadcast_state(self, descriptor: MapStateDescriptor) -> dict[Any, Any]:
+        """A mutable copy of one broadcast state."""
+        return thaw(dict(self.engine.read_only_view(descriptor).items()))
+
+    def held(self) -> list[Any]:
+        """Main elements held until the broadcast state is ready."""
+        return [value for value, _, _ in self.engine.hold.items]
+
+    def metrics(self) -> dict[str, Any]:
+        return self.engine.metrics.snapshot()
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _key(self, value: Any) -> Any:
+        return NO_KEY
+
+    def _ensure_open(self) -> None:
+        if not self._opened:
+            raise RuntimeError("call open() on the harness first (as with Flink's harnesses)")
+
+    def _advance(self, main: int | None = None, broadcast: int | None = None) -> None:
+        self._ensure_open()
+        self.engine.advance_watermark(main, broadcast)
+        self._collect()
+
+    def _collect(self) -> None:
+        self.engine.flush()
+        self._records.extend(self.engine.take_outputs())
+
+    def _expand(self, tag: OutputTag | None) -> list[tuple[Any, int | None]]:
+        pairs: list[tuple[Any, int | None]] = []
+        for record in self._records:
+            if record.tag != tag:
+                continue
+            if record.batch and isinstance(record.value, pd.DataFrame):
+                pairs.extend((row, None) for row in record.value.to_dict("records"))
+            elif record.batch:
+                pairs.extend((row, None) for row in record.value)
+            else:
+                pairs.append((record.value, record.timestamp))
+        return pairs
+
+
+class KeyedBroadcastHarness(BroadcastHarness):
+    """Runs a ``KeyedBroadcastProcessFunction``; ``key_selector`` plays ``key_by``."""
+
+    def __init__(
+        self,
+        function: KeyedBroadcastProcessFunction,
+        key_selector: KeySelector | Callable[[Any], Any],
+        broadcast_descriptors: Sequence[MapStateDescriptor],
+        **options: Any,
+    ) -> None:
+        self._get_key = getattr(key_selector, "get_key", key_selector)
+        if not callable(self._get_key):
+            raise PipelineError("key_selector must be a callable or have get_key(value)")
+        super().__init__(function, broadcast_descriptors, **options)
+
+    def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
+        if not isinstance(function, KeyedBroadcastProcessFunction):
+            raise PipelineError("a KeyedBroadcastHarness runs a KeyedBroadcastProcessFunction; "
+                                "use BroadcastHarness for a BroadcastProcessFunction")
+
+    def _key(self, value: Any) -> Any:
+        return self._get_key(value)
+
+    def keyed_state(self, descriptor: StateDescriptor, key: Any) -> Any:
+        """The value of one keyed state for one key, as the function would read it now: a value,
+        a list, a dict (map state), or an aggregate result; None when empty or expired."""
+        engine = self.engine
+        state = engine.keyed_state(descriptor)
+        previous, engine.current_key = engine.current_key, key
+        try:
+            if descriptor.kind == "map":
+                return dict(state.items()) or None
+            if descriptor.kind == "list":
+                return list(state.get()) or None
+            return state.value() if descriptor.kind == "value" else state.get()
+        finally:
+            engine.current_key = previous
+
+    def timers(self) -> dict[str, list[tuple[int, Any]]]:
+        """Registered timers by domain: ``{"EVENT_TIME": [(ts, key)], "PROCESSING_TIME": ...}``."""
+        return {domain.name: [(ts, key) for ts, key in queue.snapshot()]
+                for domain, queue in self.engine.timers.items()}
