@@ -1,0 +1,169 @@
+"""The transformWithStateInPandas processor: runs the engine for one subtask per call.
+
+Spark calls ``handleInputRows`` once per subtask with rows and ``handleExpiredTimer`` for a
+subtask whose Spark timer expired. Both give the batch's clocks; the engine fires its own due
+timers first (as a watermark reaching a Flink operator would), then applies the batch's
+broadcast rows in their deterministic order, then the main rows. One Spark timer per subtask
+wakes it for its earliest engine timer when no input arrives.
+
+Engines are cached per Python worker (one per pipeline and subtask) so ``open`` runs once, not
+once per micro-batch; state is re-bound from Spark at every call, so a retried or moved task
+starts from the checkpointed state, never from memory.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor
+from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
+
+from sparkcast.api.timers import TimeDomain
+from sparkcast.core.engine import BroadcastElement, SubtaskEngine, order_broadcast
+from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.rows import OutputEncoder, rows_of
+from sparkcast.spark.state import SparkStateBackend, SparkStates
+
+_ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
+_FIXED = 4  # _subtask, _side, _ts, _seq
+_INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
+
+
+class BroadcastProcessor(StatefulProcessor):
+    def __init__(self, plan: RuntimePlan, main_types: list[Any], broadcast_types: list[Any]
+                 ) -> None:
+        self.plan = plan
+        self.main_integral = _integral(main_types)
+        self.broadcast_integral = _integral(broadcast_types)
+
+    def init(self, handle: Any) -> None:
+        plan = self.plan
+        self.handle = handle
+        self.states = SparkStates(handle, [d.name for d in plan.broadcast_descriptors],
+                                  [d.name for d in plan.keyed_descriptors])
+        self.encoder = OutputEncoder(
+            plan.output_schema,
+            {tag: (None if s is None else s.fieldNames()) for tag, s in plan.side_schemas.items()})
+
+    def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
+                        ) -> Iterator[pd.DataFrame]:
+        frames = [f for f in rows if len(f)]
+        frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        yield from self._run(int(key[0]), frame, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
+                           ) -> Iterator[pd.DataFrame]:
+        yield from self._run(int(key[0]), None, timerValues)
+
+    def close(self) -> None:
+        pass
+
+    # -----------------------------------------------------------------------------------------
+
+    def _run(self, group: int, frame: pd.DataFrame | None, timer_values: Any
+             ) -> Iterator[pd.DataFrame]:
+        plan = self.plan
+        subtask = plan.subtask_of_group[group]
+        engine = self._engine(subtask)
+        watermark, now = _clocks(timer_values)
+        if plan.time_mode != "EventTime":
+            watermark = None
+        broadcast, main, timestamps, keys = self._split(frame, engine)
+        engine.run_micro_batch(broadcast, main, timestamps, keys, watermark=watermark,
+                               processing_time=now)
+        engine.flush()
+        self._sync_spark_timer(engine)
+        out = self.encoder.encode(engine.take_outputs(), subtask)
+        if out is not None:
+            yield out
+
+    def _engine(self, subtask: int) -> SubtaskEngine:
+        plan = self.plan
+        backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets)
+        engine = _ENGINES.get((plan.pipeline_id, subtask))
+        if engine is None:
+            engine = SubtaskEngine(copy.deepcopy(plan.function), plan.broadcast_descriptors,
+                                   backend, options=plan.options, subtask_index=subtask,
+                                   parallelism=plan.parallelism)
+            engine.open()
+            _ENGINES[(plan.pipeline_id, subtask)] = engine
+        else:
+            engine.take_outputs()
+        engine.bind(backend)
+        if plan.static_broadcast and engine.broadcast_version == "":
+            elements = [BroadcastElement(*e) for e in plan.static_broadcast]
+            for element in order_broadcast(elements):
+                engine.process_broadcast_element(element.value, element.timestamp)
+        return engine
+
+    def _split(self, frame: pd.DataFrame | None, engine: SubtaskEngine
+               ) -> tuple[list[BroadcastElement], Any, list[Any] | None, list[Any] | None]:
+        plan = self.plan
+        if frame is None or len(frame) == 0:
+            return [], [], None, None
+        side = frame.iloc[:, 1].to_numpy()
+        broadcast: list[BroadcastElement] = []
+        if (side == 1).any():
+            bframe = frame[side == 1]
+            start = _FIXED + len(plan.main_fields) + 1
+            values = rows_of(bframe, start, plan.broadcast_fields, self.broadcast_integral)
+            ts = _optional_ints(bframe.iloc[:, 2])
+            orders = bframe.iloc[:, start - 1].tolist()
+            broadcast = [BroadcastElement(v, t, o) for v, t, o in
+                         zip(values, ts, orders, strict=True)]
+            frame = frame[side == 0]
+        if len(frame) == 0:
+            return broadcast, [], None, None
+        frame = frame.sort_values([frame.columns[2], frame.columns[3]], kind="stable",
+                                  na_position="first")
+        timestamps = _optional_ints(frame.iloc[:, 2])
+        if engine.vectorized:
+            main = frame.iloc[:, _FIXED:_FIXED + len(plan.main_fields)]
+            main.columns = list(plan.main_fields)
+            return broadcast, main.reset_index(drop=True), timestamps, None
+        rows = rows_of(frame, _FIXED, plan.main_fields, self.main_integral)
+        keys = _keys(rows, plan.key_positions) if plan.keyed else None
+        return broadcast, rows, timestamps, keys
+
+    def _sync_spark_timer(self, engine: SubtaskEngine) -> None:
+        """One Spark timer per subtask, at its earliest engine timer of Spark's time domain."""
+        if not engine.keyed:
+            return
+        domain = (TimeDomain.EVENT_TIME if self.plan.time_mode == "EventTime"
+                  else TimeDomain.PROCESSING_TIME)
+        wanted = engine.timers[domain].next_timestamp()
+        for registered in list(self.handle.listTimers()):
+            if registered != wanted:
+                self.handle.deleteTimer(registered)
+            else:
+                wanted = None
+        if wanted is not None:
+            self.handle.registerTimer(wanted)
+
+
+def _clocks(timer_values: Any) -> tuple[int | None, int | None]:
+    watermark = timer_values.getCurrentWatermarkInMs()
+    now = timer_values.getCurrentProcessingTimeInMs()
+    return (None if watermark is None or watermark < 0 else watermark,
+            None if now is None or now < 0 else now)
+
+
+def _optional_ints(series: pd.Series) -> list[int | None]:
+    if series.isna().all():
+        return [None] * len(series)
+    return [None if pd.isna(v) else int(v) for v in series.tolist()]
+
+
+def _keys(rows: list[Any], positions: tuple[int, ...]) -> list[Any]:
+    if len(positions) == 1:
+        position = positions[0]
+        return [row[position] for row in rows]
+    return [tuple(row[p] for p in positions) for row in rows]
+
+
+def _integral(types: list[Any]) -> frozenset[int]:
+    return frozenset(i for i, t in enumerate(types) if isinstance(t, _INTEGRAL))
+

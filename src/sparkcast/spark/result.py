@@ -1,0 +1,109 @@
+"""``ProcessResult``: the outputs of ``process(...)`` as DataFrames, and one query writing all.
+
+The operator emits one tagged frame: main rows in typed columns (``_tag`` null), side outputs and
+dead letters as JSON in ``_payload`` (low volume, any schema). Each accessor filters and parses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sparkcast.api.output_tag import OutputTag
+from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.errors import PipelineError
+from sparkcast.spark.plan import RuntimePlan, _tag_schema
+
+DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, "
+                      "timestamp long, subtask int")
+
+
+class ProcessResult:
+    """Flink's ``SingleOutputStreamOperator`` of a broadcast ``process``, as Spark DataFrames."""
+
+    def __init__(self, plan: RuntimePlan) -> None:
+        self.plan = plan
+        self._tagged: DataFrame | None = None
+
+    @property
+    def tagged(self) -> DataFrame:
+        """The operator's raw output: ``_tag``, ``_ts``, ``_payload`` and the main fields."""
+        if self._tagged is None:
+            self._tagged = _operator(self.plan)
+        return self._tagged
+
+    @property
+    def main(self) -> DataFrame:
+        """The main output, with the ``output_schema`` columns."""
+        fields = [F.col(f"`{f}`") for f in self.plan.output_schema.fieldNames()]
+        return self.tagged.filter(F.col("_tag").isNull()).select(*fields)
+
+    def side_output(self, tag: OutputTag) -> DataFrame:
+        """One side output; typed by ``tag.schema``, else one JSON column ``value``."""
+        if not isinstance(tag, OutputTag):
+            raise PipelineError(f"side_output takes an OutputTag, not {type(tag).__name__}")
+        if tag.tag_id == DEAD_LETTERS.tag_id:
+            return self.dead_letters
+        schema = self._register(tag)
+        rows = self.tagged.filter(F.col("_tag") == F.lit(tag.tag_id))
+        if schema is None:
+            return rows.select(F.col("_payload").alias("value"))
+        return rows.select(F.from_json("_payload", schema).alias("v")).select("v.*")
+
+    get_side_output = side_output  # PyFlink's name, so ported code reads the same
+
+    @property
+    def dead_letters(self) -> DataFrame:
+        """Inputs and outputs that failed, with the reason (``callback``, ``error``)."""
+        rows = self.tagged.filter(F.col("_tag") == F.lit(DEAD_LETTERS.tag_id))
+        return rows.select(F.from_json("_payload", DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
+
+    def write_stream(self, path: str, checkpoint_location: str, *, format: str = "parquet",
+                     trigger: dict[str, Any] | None = None, query_name: str | None = None) -> Any:
+        """Start ONE streaming query that writes the main output, every side output and the
+        dead letters under ``path/<output>/batch_id=<n>/``: one checkpoint, no recomputation,
+        and a replayed batch overwrites its own directory (exactly-once files)."""
+        if not self.tagged.isStreaming:
+            raise PipelineError("write_stream needs a streaming input; for batch DataFrames "
+                                "write result.main and result.side_output(tag) directly")
+        from sparkcast.spark.sink import BatchWriter
+
+        writer = BatchWriter(self, path, format)
+        stream = self.tagged.writeStream.foreachBatch(writer).option(
+            "checkpointLocation", checkpoint_location)
+        if query_name:
+            stream = stream.queryName(query_name)
+        if trigger:
+            stream = stream.trigger(**trigger)
+        return stream.start()
+
+    def _register(self, tag: OutputTag) -> StructType | None:
+        known = self.plan.side_schemas
+        if tag.tag_id not in known:
+            # the workers map tuple outputs onto the tag's fields, so they must know it: later
+            # accessors (and write_stream) use an operator built with the new tag
+            known[tag.tag_id] = (None if tag.schema is None or self.plan.spark is None
+                                 else _tag_schema(self.plan.spark, tag))
+            self._tagged = None
+        return known[tag.tag_id]
+
+
+def _operator(plan: RuntimePlan) -> DataFrame:
+    from sparkcast.spark.processor import BroadcastProcessor
+
+    assert plan.tagged_input is not None
+    schema = plan.tagged_input.schema
+    main_types = [schema[f"m_{i}"].dataType for i in range(len(plan.main_fields))]
+    broadcast_types = [schema[f"b_{i}"].dataType for i in range(len(plan.broadcast_fields))
+                       if f"b_{i}" in schema.fieldNames()]
+    processor = BroadcastProcessor(plan.for_workers(), main_types, broadcast_types)
+    output = StructType([StructField("_tag", StringType()),
+                         StructField("_ts", schema["_ts"].dataType),
+                         StructField("_payload", StringType()),
+                         *plan.output_schema.fields])
+    return plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=output, outputMode="Append",
+        timeMode=plan.time_mode)

@@ -1,0 +1,263 @@
+"""The engine's state backend over Spark's state store (transformWithState state variables).
+
+Layout per subtask (the operator's grouping key), all under the query's checkpoint:
+
+* ``meta``: MapState name -> encoded blob: timers, held elements, the broadcast version.
+* ``b_<name>``: MapState per broadcast descriptor, encoded key -> (insertion seq, encoded value).
+  Only changed entries are written. Reads come from a per-worker cache keyed by the broadcast
+  version (a hash chain over the applied broadcast elements, equal on every subtask): all
+  subtasks in a Python worker share one frozen copy, and nothing is read from Spark while the
+  version is unchanged.
+* ``k_<name>``: MapState per keyed descriptor, bucket -> encoded {user key: value}. A Spark state
+  call costs about as much as processing a few hundred events in Python, so keys are grouped
+  into a fixed number of buckets: a micro-batch reads and writes each touched bucket once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Iterator, MutableMapping
+from typing import Any
+
+from sparkcast.core import codec
+from sparkcast.core.backend import StateBackend
+
+_SCALARS = (str, int, float, bool, bytes, type(None), tuple)
+_CACHE_SIZE = 16
+
+# (pipeline id, descriptor name, broadcast version) -> (frozen entries, seq per key)
+_BROADCAST_CACHE: OrderedDict[tuple[str, str, str], tuple[dict[Any, Any], dict[Any, int]]] = (
+    OrderedDict()
+)
+
+
+def state_name(prefix: str, name: str) -> str:
+    """A Spark-safe state variable name, unique per descriptor name."""
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return f"{prefix}_{safe}_{hashlib.blake2b(name.encode(), digest_size=3).hexdigest()}"
+
+
+class SparkStates:
+    """The operator's Spark state variables; declared once in the processor's ``init``."""
+
+    def __init__(self, handle: Any, broadcast_names: list[str], keyed_names: list[str]) -> None:
+        self.meta = handle.getMapState("meta", "name string", "blob binary")
+        self.broadcast = {
+            n: handle.getMapState(state_name("b", n), "k binary", "seq long, v binary")
+            for n in broadcast_names
+        }
+        self.keyed = {
+            n: handle.getMapState(state_name("k", n), "bucket int", "blob binary")
+            for n in keyed_names
+        }
+
+
+class SparkStateBackend(StateBackend):
+    """One subtask's state for one call of the processor (the grouping key is implicit)."""
+
+    def __init__(self, states: SparkStates, pipeline_id: str, buckets: int) -> None:
+        self._states = states
+        self._pipeline_id = pipeline_id
+        self._buckets = buckets
+        self._blobs: dict[str, Any] = {}
+        self._broadcast: dict[str, BroadcastTable] = {}
+        self._keyed: dict[str, BucketedTable] = {}
+
+    def load(self, name: str, default: Any) -> Any:
+        if name not in self._blobs:
+            row = self._states.meta.getValue((name,))
+            self._blobs[name] = default if row is None else codec.decode(bytes(row[0]))
+        return self._blobs[name]
+
+    def store(self, name: str, value: Any) -> None:
+        if self._blobs.get(name, _ABSENT) != value:
+            self._blobs[name] = value
+            self._states.meta.updateValue((name,), (codec.encode(value),))
+
+    def broadcast_table(self, name: str) -> MutableMapping[Any, Any]:
+        if name not in self._broadcast:
+            version = self.load("broadcast_version", "")
+            entries, seqs = self._cached_broadcast(name, version)
+            self._broadcast[name] = BroadcastTable(entries, seqs)
+        return self._broadcast[name]
+
+    def keyed_table(self, name: str) -> MutableMapping[Any, Any]:
+        if name not in self._keyed:
+            self._keyed[name] = BucketedTable(self._states.keyed[name], self._buckets)
+        return self._keyed[name]
+
+    def flush(self) -> None:
+        version = self._blobs.get("broadcast_version", "")
+        for name, table in self._broadcast.items():
+            table.write_changes(self._states.broadcast[name])
+            _remember(self._pipeline_id, name, version, table.entries(), table.seqs)
+        for table in self._keyed.values():
+            table.write_changes()
+
+    def _cached_broadcast(self, name: str, version: str) -> tuple[dict, dict]:
+        key = (self._pipeline_id, name, version)
+        cached = _BROADCAST_CACHE.get(key)
+        if cached is not None:
+            _BROADCAST_CACHE.move_to_end(key)
+            return cached
+        rows = [(bytes(k[0]), int(v[0]), bytes(v[1]))
+                for k, v in self._states.broadcast[name].iterator()]
+        rows.sort(key=lambda r: r[1])
+        entries = {_hashable(codec.decode(k)): codec.frozen_decode(v) for k, _, v in rows}
+        seqs = {_hashable(codec.decode(k)): seq for k, seq, _ in rows}
+        _remember(self._pipeline_id, name, version, entries, seqs)
+        return entries, seqs
+
+
+_ABSENT: Any = object()
+
+
+def _remember(pipeline_id: str, name: str, version: str, entries: dict, seqs: dict) -> None:
+    _BROADCAST_CACHE[(pipeline_id, name, version)] = (entries, seqs)
+    _BROADCAST_CACHE.move_to_end((pipeline_id, name, version))
+    while len(_BROADCAST_CACHE) > _CACHE_SIZE:
+        _BROADCAST_CACHE.popitem(last=False)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+
+
+class BroadcastTable(MutableMapping):
+    """Copy-on-write over the shared frozen entries: the first write copies (values stay
+    shared, they are frozen), changed keys are written to Spark at flush."""
+
+    def __init__(self, shared: dict[Any, Any], seqs: dict[Any, int]) -> None:
+        self._shared = shared
+        self._own: dict[Any, Any] | None = None
+        self.seqs = seqs
+        self._changed: set[Any] = set()
+
+    def entries(self) -> dict[Any, Any]:
+        return self._shared if self._own is None else self._own
+
+    def _writable(self) -> dict[Any, Any]:
+        if self._own is None:
+            self._own = dict(self._shared)
+            self.seqs = dict(self.seqs)
+        return self._own
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.entries()[key]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self.entries().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.entries()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.entries())
+
+    def __len__(self) -> int:
+        return len(self.entries())
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        own = self._writable()
+        if key not in own:
+            self.seqs[key] = max(self.seqs.values(), default=-1) + 1
+        own[key] = value
+        self._changed.add(key)
+
+    def __delitem__(self, key: Any) -> None:
+        del self._writable()[key]
+        self.seqs.pop(key, None)
+        self._changed.add(key)
+
+    def clear(self) -> None:
+        self._changed.update(self.entries())
+        self._own, self.seqs = {}, {}
+
+    def write_changes(self, map_state: Any) -> None:
+        entries = self.entries()
+        for key in self._changed:
+            encoded = codec.encode(key)
+            if key in entries:
+                map_state.updateValue((encoded,), (self.seqs[key], codec.encode(entries[key])))
+            else:
+                map_state.removeKey((encoded,))
+        self._changed.clear()
+
+
+class BucketedTable(MutableMapping):
+    """Keyed state of one descriptor, read and written a bucket at a time."""
+
+    def __init__(self, map_state: Any, buckets: int) -> None:
+        self._state = map_state
+        self._buckets = buckets
+        self._loaded: dict[int, dict[Any, Any]] = {}
+        self._dirty: set[int] = set()
+        self._all_loaded = False
+
+    def bucket_of(self, key: Any) -> int:
+        digest = hashlib.blake2b(codec.canonical(key), digest_size=4).digest()
+        return int.from_bytes(digest, "little") % self._buckets
+
+    def _bucket(self, index: int) -> dict[Any, Any]:
+        entries = self._loaded.get(index)
+        if entries is None:
+            row = self._state.getValue((index,))
+            entries = {} if row is None else _decode_bucket(row[0])
+            self._loaded[index] = entries
+        return entries
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        index = self.bucket_of(key)
+        value = self._bucket(index).get(key, default)
+        if not isinstance(value, _SCALARS):
+            self._dirty.add(index)  # the caller may mutate it in place
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._bucket(self.bucket_of(key))
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        index = self.bucket_of(key)
+        self._bucket(index)[key] = value
+        self._dirty.add(index)
+
+    def __delitem__(self, key: Any) -> None:
+        index = self.bucket_of(key)
+        del self._bucket(index)[key]
+        self._dirty.add(index)
+
+    def _load_all(self) -> None:
+        if not self._all_loaded:
+            for (index,), (blob,) in self._state.iterator():
+                if index not in self._loaded:
+                    self._loaded[index] = _decode_bucket(blob)
+            self._all_loaded = True
+
+    def __iter__(self) -> Iterator[Any]:
+        self._load_all()
+        return (key for entries in list(self._loaded.values()) for key in list(entries))
+
+    def __len__(self) -> int:
+        self._load_all()
+        return sum(len(entries) for entries in self._loaded.values())
+
+    def write_changes(self) -> None:
+        for index in sorted(self._dirty):
+            entries = self._loaded[index]
+            if entries:
+                self._state.updateValue((index,), (codec.encode(list(entries.items())),))
+            else:
+                self._state.removeKey((index,))
+        self._dirty.clear()
+
+
+def _decode_bucket(blob: Any) -> dict[Any, Any]:
+    return {_hashable(k): v for k, v in codec.decode(bytes(blob))}
