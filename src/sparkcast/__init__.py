@@ -1,8 +1,9 @@
 """sparkcast: Flink's Broadcast State Pattern on Spark Structured Streaming, in Python.
 
 The API mirrors PyFlink's ``pyflink.datastream`` names, so ported code changes its imports and
-its stream wiring only. Importing this package does not import pyspark; ``from sparkcast import Stream`` (the Spark
-wiring) loads it on first use, so it stays out of ``__all__`` and a star import stays Spark-free.
+its stream wiring only. Importing this package does not import pyspark: ``from sparkcast import
+Stream`` (the Spark wiring) loads it on first use, so it stays out of ``__all__`` and a star
+import stays Spark-free.
 """
 
 from typing import Any

@@ -13,6 +13,7 @@ Each subclass also inherits the built-in exception a Python user would expect, s
     │   ├── KeyedStateError (RuntimeError)  keyed state without a key (unkeyed function, no key)
     │   ├── StateTypeError (TypeError)      a value that does not match its descriptor's type
     │   └── StateSerializationError (ValueError)  a value the state codec cannot store
+    ├── OutputTypeError (TypeError)         a callback's outputs are not yielded values/frames
     ├── TimerError (RuntimeError)           timers where Flink forbids them
     ├── ContextError (RuntimeError)         a context used after its callback returned
     └── UserFunctionError (RuntimeError)    the user's code raised: function, callback, key
@@ -56,6 +57,13 @@ class StateTypeError(StateError, TypeError):
 
 class StateSerializationError(StateError, ValueError):
     """A state value the stable codec cannot encode or decode."""
+
+
+class OutputTypeError(SparkcastError, TypeError):
+    """A callback returned something other than an iterable of outputs (a dict instead of
+    yielding it) or emitted to something that is not an ``OutputTag``. It is a mistake in how the
+    function hands back outputs, so it is raised as itself, not wrapped in ``UserFunctionError``:
+    ``except TypeError`` sees it, as it would in plain Python."""
 
 
 class TimerError(SparkcastError, RuntimeError):

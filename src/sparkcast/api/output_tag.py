@@ -21,6 +21,11 @@ class OutputTag:
     def __post_init__(self) -> None:
         if not isinstance(self.tag_id, str) or not self.tag_id:
             raise ValueError("OutputTag tag_id cannot be None or empty string")
+        if self.schema is not None and not isinstance(self.schema, str):
+            raise TypeError(
+                f"OutputTag schema is a Spark DDL string such as 'id string, n long', not "
+                f"{self.schema!r}: PyFlink's type argument (Types.STRING()) has no use here"
+            )
 
     def __repr__(self) -> str:
         return f"OutputTag({self.tag_id!r})"

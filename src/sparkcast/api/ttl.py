@@ -1,7 +1,7 @@
 """State time-to-live, with PyFlink's builder: ``StateTtlConfig.new_builder(Time.seconds(1))``.
 
-TTL runs on processing time, as in Flink. The engine applies it itself (on access and when a
-micro-batch ends), so the harness and Spark expire exactly the same entries.
+TTL runs on processing time, as in Flink. The engine applies it itself, when state is accessed,
+so the harness and Spark expire exactly the same entries (docs/semantics.md, "State TTL").
 """
 
 from __future__ import annotations
@@ -146,8 +146,8 @@ class StateTtlConfig:
         def set_ttl(self, ttl: Time | datetime.timedelta | int) -> StateTtlConfig.Builder:
             return self._with(ttl_millis=to_millis(ttl))
 
-        # Flink's cleanup strategies tune *when* its backends purge; the engine purges expired
-        # entries on access and at the end of every micro-batch, so these only keep ports working.
+        # Flink's cleanup strategies tune *when* its backends purge; the engine drops expired
+        # entries when they are accessed, so these only keep ports working.
         def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
             return self
 

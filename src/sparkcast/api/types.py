@@ -104,9 +104,9 @@ class Types:
 
 
 def accepts(declared: Any, value: Any) -> bool:
-    """Whether ``value`` may be stored under a declared type (``object``/``None``: anything)."""
-    if declared is None or declared is object or value is None:
-        return True
+    """Whether ``value`` may be stored under a declared type (object, Any or None: anything)."""
+    if declared is None or declared is object or declared is Any or value is None:
+        return True  # typing.Any is a class since Python 3.11, but isinstance() refuses it
     if not isinstance(declared, type):
         return True  # typing constructs such as list[str]: not checked
     if declared is float:

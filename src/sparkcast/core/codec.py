@@ -132,8 +132,11 @@ def _tagged_from_json(data: dict) -> Any:
 
 
 def _hashable(value: Any) -> Any:
-    if isinstance(value, list):
+    # Dict keys and set members must hash: a frozenset (or a tuple holding one) decodes as a set.
+    if isinstance(value, list) or type(value) is tuple:
         return tuple(_hashable(v) for v in value)
+    if isinstance(value, set):
+        return frozenset(value)
     return value
 
 

@@ -15,7 +15,7 @@ from sparkcast.api.functions import BroadcastProcessFunction, KeyedBroadcastProc
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.state import State
 from sparkcast.api.timers import TimeDomain, TimerService
-from sparkcast.errors import ContextError, TimerError
+from sparkcast.errors import ContextError, OutputTypeError, TimerError
 
 if TYPE_CHECKING:
     from sparkcast.core.engine import SubtaskEngine
@@ -48,8 +48,11 @@ class _ContextBase:
     def output(self, output_tag: OutputTag, value: Any) -> None:
         self._check()
         if not isinstance(output_tag, OutputTag):
-            raise TypeError(f"output() takes an OutputTag, not {type(output_tag).__name__}")
-        self._engine.emit(output_tag, value, self._timestamp)
+            raise OutputTypeError(f"output() takes an OutputTag, not {type(output_tag).__name__}")
+        self._engine.emit(output_tag, value, self._output_timestamp())
+
+    def _output_timestamp(self) -> int | None:
+        return self._timestamp
 
 
 class _ReadOnlyBroadcast(_ContextBase):
@@ -100,6 +103,11 @@ class KeyedOnTimerContext(KeyedReadOnlyContext, KeyedBroadcastProcessFunction.On
     def time_domain(self) -> TimeDomain:
         self._check()
         return self._domain
+
+    def _output_timestamp(self) -> int | None:
+        # As for ``yield tag, value`` in on_timer: the timer's time for event time, none for
+        # processing time (a wall-clock instant is not an event time; Flink's collector erases it).
+        return self._timestamp if self._domain is TimeDomain.EVENT_TIME else None
 
 
 class KeyedContext(_ReadWriteBroadcast, KeyedBroadcastProcessFunction.Context):

@@ -40,6 +40,7 @@ from sparkcast.core.runtime_context import EngineRuntimeContext
 from sparkcast.core.timers import KeyedTimerService, TimerQueue
 from sparkcast.errors import (
     KeyedStateError,
+    OutputTypeError,
     PipelineError,
     SparkcastError,
     UnknownStateError,
@@ -405,8 +406,8 @@ class SubtaskEngine:
 
     def _route(self, result: Any, timestamp: int | None, callback: str) -> None:
         if isinstance(result, (dict, str, bytes, Row)) or not hasattr(result, "__iter__"):
-            raise TypeError(f"{callback} must yield its outputs (or return an iterable of them), "
-                            f"not return a {type(result).__name__}")
+            raise OutputTypeError(f"{callback} must yield its outputs (or return an iterable of "
+                                  f"them), not return a {type(result).__name__}")
         append = self.outputs.append
         for item in result:
             if type(item) is tuple and len(item) == 2 and type(item[0]) is OutputTag:
@@ -423,11 +424,11 @@ class SubtaskEngine:
 
     def _dead_letter(self, callback: str, exc: Exception, value: Any, key: Any,
                      timestamp: int | None) -> None:
+        key = None if key is NO_KEY else key  # a non-keyed function's errors name no key
         if self.options.on_error == "fail":
             if isinstance(exc, SparkcastError):
                 raise exc
             raise UserFunctionError(self.function_name, callback, key, exc) from exc
-        key = None if key is NO_KEY else key
         error = f"{type(exc).__name__}: {exc}"
         letter = DeadLetter(callback, error, value, key, timestamp)
         self.outputs.append(OutputRecord(DEAD_LETTERS, letter, timestamp))

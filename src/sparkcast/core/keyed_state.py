@@ -37,7 +37,7 @@ class _Ttl:
 
     def __init__(self, config: StateTtlConfig, engine: SubtaskEngine) -> None:
         self._millis = config.ttl_millis
-        self._refresh_on_read = config.refresh_on_read
+        self.refresh_on_read = config.refresh_on_read
         self._hide_expired = config.state_visibility is _NEVER_RETURN
         self._engine = engine
 
@@ -49,7 +49,7 @@ class _Ttl:
         value, expires_at = stored
         if expires_at <= self._engine.processing_time:
             return (_MISSING if self._hide_expired else value), None
-        return value, (self.wrap(value) if self._refresh_on_read else None)
+        return value, (self.wrap(value) if self.refresh_on_read else None)
 
     def expired(self, stored: list[Any]) -> bool:
         return stored[1] <= self._engine.processing_time
@@ -87,8 +87,8 @@ class _KeyedState:
         if stored is _MISSING or self._ttl is None:
             return stored
         value, refreshed = self._ttl.read(stored)
-        if value is _MISSING:
-            del table[key]
+        if self._ttl.expired(stored):
+            del table[key]  # as in Flink: cleared when read, so returned (if visible) at most once
         elif refreshed is not None:
             table[key] = refreshed
         return value
@@ -155,6 +155,8 @@ class ListStateImpl(_KeyedState, ListState):
         if self._ttl is None:
             return list(stored)
         live = [item for item in stored if not self._ttl.expired(item)]
+        if self._ttl.refresh_on_read:  # reading the list reads every element
+            live = [self._ttl.wrap(item[0]) for item in live]
         self._store(live)
         return [item[0] for item in live]
 
@@ -223,6 +225,9 @@ class MapStateImpl(_KeyedState, MapState):
         entries = self._entries()
         if self._ttl is None:
             return list(entries.items())
+        if self._ttl.refresh_on_read and entries:  # iterating the values reads every entry
+            entries = {k: self._ttl.wrap(v[0]) for k, v in entries.items()}
+            self._store(entries)
         return [(k, v[0]) for k, v in entries.items()]
 
     def keys(self) -> Iterable[Any]:
@@ -241,7 +246,8 @@ class MapStateImpl(_KeyedState, MapState):
         self.put_all({key: value})
 
     def put_all(self, dict_value: dict[Any, Any]) -> None:
-        for value in dict_value.values():
+        for key, value in dict_value.items():
+            self._check_key(key)
             self._check(value)
         entries = self._entries()
         for key, value in dict_value.items():
@@ -253,6 +259,13 @@ class MapStateImpl(_KeyedState, MapState):
         if key in entries:
             del entries[key]
             self._store(entries)
+
+    def _check_key(self, key: Any) -> None:
+        # The same check broadcast state makes, so a key type declared once is enforced on both.
+        declared = self._descriptor.key_type_info  # type: ignore[attr-defined]
+        if key is None or not accepts(declared, key):
+            raise StateTypeError(f"map state {self._name!r}: key {key!r} is not a "
+                                 f"{getattr(declared, '__name__', declared)}")
 
     def _check(self, value: Any) -> None:
         if not accepts(self._descriptor.value_type_info, value):  # type: ignore[attr-defined]

@@ -16,7 +16,7 @@ import pandas as pd
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.row import Row, row_type
 from sparkcast.core.contexts import _ReadOnlyBroadcast
-from sparkcast.errors import KeyedStateError, TimerError
+from sparkcast.errors import KeyedStateError, OutputTypeError, TimerError
 
 if TYPE_CHECKING:
     from sparkcast.core.engine import SubtaskEngine
@@ -28,8 +28,11 @@ class BatchContext(_ReadOnlyBroadcast):
     def output(self, output_tag: OutputTag, value: Any) -> None:
         self._check()
         if not isinstance(output_tag, OutputTag):
-            raise TypeError(f"output() takes an OutputTag, not {type(output_tag).__name__}")
-        self._engine.emit_batch(output_tag, value)
+            raise OutputTypeError(f"output() takes an OutputTag, not {type(output_tag).__name__}")
+        if isinstance(value, pd.DataFrame):
+            self._engine.emit_batch(output_tag, value)
+        else:  # one value, as ctx.output does per element
+            self._engine.emit(output_tag, value, None)
 
     def timer_service(self) -> NoReturn:
         raise TimerError("process_batch cannot register timers: use process_element")
@@ -101,5 +104,5 @@ def _route(engine: SubtaskEngine, result: Any) -> None:
         elif type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
             engine.emit_batch(item[0], item[1])
         else:
-            raise TypeError("process_batch must return or yield DataFrames, or yield "
-                            f"(OutputTag, DataFrame) pairs; got {type(item).__name__}")
+            raise OutputTypeError("process_batch must return or yield DataFrames, or yield "
+                                  f"(OutputTag, DataFrame) pairs; got {type(item).__name__}")

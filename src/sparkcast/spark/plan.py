@@ -187,6 +187,10 @@ def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
 
 
 def _time_mode(spec: ProcessSpec) -> str:
+    """Spark's timer mode. ``ProcessingTime`` makes Spark schedule empty micro-batches without
+    end (an ``availableNow`` query never stops), so it is used only for functions with timers."""
+    if not uses_timers(spec.function):
+        return "None"
     return "EventTime" if spec.event_time else "ProcessingTime"
 
 

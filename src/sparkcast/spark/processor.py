@@ -14,6 +14,7 @@ starts from the checkpointed state, never from memory.
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,7 +131,7 @@ class BroadcastProcessor(StatefulProcessor):
 
     def _sync_spark_timer(self, engine: SubtaskEngine) -> None:
         """One Spark timer per subtask, at its earliest engine timer of Spark's time domain."""
-        if not engine.keyed:
+        if self.plan.time_mode == "None":
             return
         domain = (TimeDomain.EVENT_TIME if self.plan.time_mode == "EventTime"
                   else TimeDomain.PROCESSING_TIME)
@@ -144,11 +145,12 @@ class BroadcastProcessor(StatefulProcessor):
             self.handle.registerTimer(wanted)
 
 
-def _clocks(timer_values: Any) -> tuple[int | None, int | None]:
+def _clocks(timer_values: Any) -> tuple[int | None, int]:
     watermark = timer_values.getCurrentWatermarkInMs()
     now = timer_values.getCurrentProcessingTimeInMs()
-    return (None if watermark is None or watermark < 0 else watermark,
-            None if now is None or now < 0 else now)
+    if now is None or now < 0:  # timeMode "None" gives no clock: TTL uses the worker's
+        now = int(time.time() * 1000)
+    return (None if watermark is None or watermark < 0 else watermark, now)
 
 
 def _optional_ints(series: pd.Series) -> list[int | None]:
