@@ -1,0 +1,43 @@
+"""Shared fixtures: one real local Spark session per test run, created only if a test needs it."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    from sparkcast.spark import session
+
+    spark = session(
+        "local[2]",
+        "sparkcast-tests",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+              "spark.driver.memory": "2g"},
+    )
+    yield spark
+    spark.stop()
+
+
+def write_json_lines(directory: Path, name: str, rows: list[Any]) -> Path:
+    """Write one JSON-lines file atomically (a file source must never see it half-written).
+    A row that is a ``str`` is written as is, for malformed-input tests."""
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary = directory / f".{name}.tmp"
+    with open(temporary, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write((row if isinstance(row, str) else json.dumps(row)) + "\n")
+    target = directory / name
+    os.replace(temporary, target)
+    return target
+
+
+@pytest.fixture
+def json_lines() -> Any:
+    return write_json_lines
