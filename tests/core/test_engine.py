@@ -55,7 +55,7 @@ def run_batch(e, watermark=None):
     e.run_micro_batch([BroadcastElement({"name": "r2"}, 2), BroadcastElement({"name": "r1"}, 1)],
                       MAIN, [1, 2, 3, 4], [m["user"] for m in MAIN], watermark=watermark)
     e.flush()
-    return e.take_outputs()
+    return [OutputRecord._make(r) for r in e.take_outputs()]
 
 
 def test_shared_contexts_give_the_same_outputs_as_strict_ones():
@@ -88,7 +88,7 @@ def test_state_timers_and_bookkeeping_survive_a_restart_over_the_same_backend():
                                                           "r2": {"name": "r2"}}
     assert second.broadcast_version == first.broadcast_version != ""
     second.advance_watermark(100, 100)
-    fired = [r.value for r in second.take_outputs()]
+    fired = [r.value for r in map(OutputRecord._make, second.take_outputs())]
     assert fired == [("TIMER", "u3", 5, ["d"]), ("TIMER", "u1", 10, ["a", "c"]),
                      ("TIMER", "u2", 20, ["b"])]
 
@@ -124,7 +124,7 @@ def test_vectorized_micro_batch_takes_a_dataframe():
     e = SubtaskEngine(Batch(), [RULES], DictBackend())
     e.open()
     e.run_micro_batch([], pd.DataFrame({"n": [1, 2]}))
-    (record,) = e.take_outputs()
+    (record,) = map(OutputRecord._make, e.take_outputs())
     assert record.batch and record.tag is None and record.timestamp is None
     assert record.value["double"].tolist() == [2, 4]
 
@@ -179,5 +179,5 @@ def test_fresh_function_gives_each_subtask_its_own_instance():
 def test_take_outputs_drains():
     e = engine()
     e.process_broadcast_element({"name": "r"}, 3)
-    assert [r.value for r in e.take_outputs()] == [("BR", "r", 3)]
+    assert [r.value for r in map(OutputRecord._make, e.take_outputs())] == [("BR", "r", 3)]
     assert e.take_outputs() == []

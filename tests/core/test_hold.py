@@ -10,7 +10,7 @@ from sparkcast import (
     MapStateDescriptor,
 )
 from sparkcast.api.options import ProcessOptions, ready_conditions
-from sparkcast.core import DictBackend, SubtaskEngine
+from sparkcast.core import DictBackend, OutputRecord, SubtaskEngine
 from sparkcast.errors import PipelineError
 
 RULES = MapStateDescriptor("rules", str, dict)
@@ -155,7 +155,8 @@ def test_held_elements_survive_a_restart():
     second.open()
     assert [value for value, _, _ in second.hold.items] == ["e1"]
     second.process_broadcast_element(("rules", "r1", {}))
-    assert [r.value for r in second.take_outputs()] == ["BR:rules.r1", ("e1", 4, ["r1"], [])]
+    outputs = map(OutputRecord._make, second.take_outputs())
+    assert [r.value for r in outputs] == ["BR:rules.r1", ("e1", 4, ["r1"], [])]
 
 
 def test_micro_batch_releases_held_elements_after_the_broadcast(make):

@@ -45,9 +45,14 @@ class _CheckedDict(dict):
     __slots__ = ()
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        codec.encode(key)
-        codec.encode(value)
+        if type(key) not in _PLAIN:
+            codec.encode(key)
+        if type(value) not in _PLAIN:
+            codec.encode(value)
         super().__setitem__(key, value)
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 class DictBackend(StateBackend):

@@ -3,7 +3,7 @@ for the broadcast side. Values are frozen when put, so the main side reads them 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, MutableMapping
 from typing import Any, NoReturn
 
 from sparkcast.api.descriptors import MapStateDescriptor
@@ -21,30 +21,42 @@ _READ_ONLY = (
 class ReadOnlyBroadcastStateView(ReadOnlyBroadcastState):
     """Main side and ``on_timer``: shared frozen values, writes raise ``ReadOnlyStateError``."""
 
-    def __init__(self, descriptor: MapStateDescriptor, table: Callable[[], MutableMapping]) -> None:
+    def __init__(self, descriptor: MapStateDescriptor, table: MutableMapping) -> None:
         self._descriptor = descriptor
-        self._table = table
+        self._entries = table
+
+    def rebind(self, table: MutableMapping) -> None:
+        self._entries = table
 
     def get(self, key: Any) -> Any:
-        return self._table().get(key)
+        return self._entries.get(key)
 
     def contains(self, key: Any) -> bool:
-        return key in self._table()
+        return key in self._entries
 
     def items(self) -> Iterable[tuple[Any, Any]]:
-        return self._table().items()
+        return self._entries.items()
 
     def keys(self) -> Iterable[Any]:
-        return self._table().keys()
+        return self._entries.keys()
 
     def values(self) -> Iterable[Any]:
-        return self._table().values()
+        return self._entries.values()
 
     def is_empty(self) -> bool:
-        return not self._table()
+        return not self._entries
 
     def __len__(self) -> int:
-        return len(self._table())
+        return len(self._entries)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._entries[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._entries)
 
     def _refuse(self, *_: Any) -> NoReturn:
         raise ReadOnlyStateError(_READ_ONLY.format(name=self._descriptor.name,
@@ -56,11 +68,17 @@ class ReadOnlyBroadcastStateView(ReadOnlyBroadcastState):
 class BroadcastStateView(BroadcastState):
     """Broadcast side: reads return mutable copies, puts freeze and type-check the value."""
 
-    def __init__(self, descriptor: MapStateDescriptor, table: Callable[[], MutableMapping],
+    def __init__(self, descriptor: MapStateDescriptor, table: MutableMapping,
                  on_change: Callable[[], None]) -> None:
         self._descriptor = descriptor
-        self._table = table
+        self._entries = table
         self._on_change = on_change
+
+    def rebind(self, table: MutableMapping) -> None:
+        self._entries = table
+
+    def _table(self) -> MutableMapping:
+        return self._entries
 
     def get(self, key: Any) -> Any:
         return thaw(self._table().get(key))

@@ -57,6 +57,10 @@ class _ContextBase:
 
 class _ReadOnlyBroadcast(_ContextBase):
     def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        if self._valid and type(state_descriptor) is MapStateDescriptor:  # the per-event path
+            view = self._engine._read_only_views.get(state_descriptor.name)
+            if view is not None:
+                return view
         self._check()
         return self._engine.read_only_view(state_descriptor)
 

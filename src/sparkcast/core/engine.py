@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from types import GeneratorType
 from typing import Any, NamedTuple
 
 from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
@@ -104,7 +105,7 @@ class SubtaskEngine:
         self.strict_contexts = strict_contexts
         self.broadcast_descriptors = {d.name: d for d in check_broadcast(broadcast_descriptors)}
         self.metrics = MetricGroup()
-        self.outputs: list[OutputRecord] = []
+        self.outputs: list[tuple[OutputTag | None, Any, int | None, bool]] = []
         self.current_key: Any = NO_KEY
         self.processing_time = 0
         self.main_watermark = MIN_WATERMARK
@@ -118,11 +119,11 @@ class SubtaskEngine:
         self.keyed_tables: dict[str, Any] = {}
         self._broadcast_tables: dict[str, Any] = {}
         self._read_only_views = {
-            name: ReadOnlyBroadcastStateView(d, self._table_getter(name))
+            name: ReadOnlyBroadcastStateView(d, {})
             for name, d in self.broadcast_descriptors.items()
         }
         self._read_write_views = {
-            name: BroadcastStateView(d, self._table_getter(name), self._broadcast_changed)
+            name: BroadcastStateView(d, {}, self._broadcast_changed)
             for name, d in self.broadcast_descriptors.items()
         }
         self._shared_contexts = self._make_shared_contexts()
@@ -134,6 +135,9 @@ class SubtaskEngine:
         """Attach the state of this subtask (Spark: the handles of the current micro-batch)."""
         self.backend = backend
         self._broadcast_tables = {n: backend.broadcast_table(n) for n in self.broadcast_descriptors}
+        for name, table in self._broadcast_tables.items():
+            self._read_only_views[name].rebind(table)
+            self._read_write_views[name].rebind(table)
         self.keyed_tables = {n: backend.keyed_table(n) for n in self._keyed_descriptors}
         for domain, queue in self.timers.items():
             queue.restore(backend.load(f"timers.{domain.name}", []))
@@ -161,13 +165,12 @@ class SubtaskEngine:
         backend.flush()
 
     def take_outputs(self) -> list[OutputRecord]:
+        """The outputs since the last call, as ``(tag, value, timestamp, batch)`` tuples (the
+        layout of ``OutputRecord``; plain tuples because building one per event costs)."""
         outputs, self.outputs = self.outputs, []
-        return outputs
+        return outputs  # type: ignore[return-value]
 
     # ---------------------------------------------------------------------------- state access
-
-    def _table_getter(self, name: str) -> Callable[[], Any]:
-        return lambda: self._broadcast_tables[name]
 
     def read_only_view(self, descriptor: MapStateDescriptor) -> ReadOnlyBroadcastStateView:
         try:
@@ -364,7 +367,7 @@ class SubtaskEngine:
 
     def _hold(self, value: Any, timestamp: int | None, key: Any) -> None:
         if not self.hold.add(value, timestamp, key):
-            self.outputs.append(OutputRecord(HOLD_OVERFLOW, value, timestamp))
+            self.outputs.append((HOLD_OVERFLOW, value, timestamp, False))
 
     def _release_held(self) -> None:
         held = self.hold.take()
@@ -405,22 +408,24 @@ class SubtaskEngine:
                 ctx._valid = False
 
     def _route(self, result: Any, timestamp: int | None, callback: str) -> None:
-        if isinstance(result, (dict, str, bytes, Row)) or not hasattr(result, "__iter__"):
+        if type(result) is not GeneratorType and (
+            isinstance(result, (dict, str, bytes, Row)) or not hasattr(result, "__iter__")
+        ):
             raise OutputTypeError(f"{callback} must yield its outputs (or return an iterable of "
                                   f"them), not return a {type(result).__name__}")
         append = self.outputs.append
         for item in result:
             if type(item) is tuple and len(item) == 2 and type(item[0]) is OutputTag:
-                append(OutputRecord(item[0], item[1], timestamp))
+                append((item[0], item[1], timestamp, False))
             else:
-                append(OutputRecord(None, item, timestamp))
+                append((None, item, timestamp, False))
 
     def emit(self, tag: OutputTag | None, value: Any, timestamp: int | None) -> None:
-        self.outputs.append(OutputRecord(tag, value, timestamp))
+        self.outputs.append((tag, value, timestamp, False))
 
     def emit_batch(self, tag: OutputTag | None, frame: Any) -> None:
         """A DataFrame output of ``process_batch`` (a side output may also be a list of values)."""
-        self.outputs.append(OutputRecord(tag, frame, None, True))
+        self.outputs.append((tag, frame, None, True))
 
     def _dead_letter(self, callback: str, exc: Exception, value: Any, key: Any,
                      timestamp: int | None) -> None:
@@ -431,7 +436,7 @@ class SubtaskEngine:
             raise UserFunctionError(self.function_name, callback, key, exc) from exc
         error = f"{type(exc).__name__}: {exc}"
         letter = DeadLetter(callback, error, value, key, timestamp)
-        self.outputs.append(OutputRecord(DEAD_LETTERS, letter, timestamp))
+        self.outputs.append((DEAD_LETTERS, letter, timestamp, False))
 
     def _call_plain(self, callback: str, method: Callable[..., Any], *args: Any) -> None:
         try:

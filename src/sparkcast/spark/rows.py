@@ -125,17 +125,22 @@ class OutputEncoder:
         main_ts: list[int | None] = []
         frames: list[pd.DataFrame] = []
         extra: list[tuple[str, int | None, str]] = []
+        fields = len(self.fields)
         for record in records:
-            if record.batch:
-                self._batch(record, frames, extra, subtask)
-            elif record.tag is None:
-                self._main_value(record, main, main_ts, extra, subtask)
-            elif record.tag is DEAD_LETTERS or record.tag == DEAD_LETTERS:
-                extra.append((DEAD_LETTERS.tag_id, record.timestamp,
-                              dead_letter_payload(record.value, subtask)))
+            tag, value, timestamp, batch = record
+            if batch:
+                self._batch(OutputRecord(*record), frames, extra, subtask)
+            elif tag is None:
+                if type(value) is tuple and len(value) == fields:  # the common case, fast
+                    main.append(value)
+                    main_ts.append(timestamp)
+                else:
+                    self._main_value(OutputRecord(*record), main, main_ts, extra, subtask)
+            elif tag == DEAD_LETTERS:
+                extra.append((DEAD_LETTERS.tag_id, timestamp, dead_letter_payload(value, subtask)))
             else:
-                names = self.side_fields.get(record.tag.tag_id)
-                extra.append((record.tag.tag_id, record.timestamp, payload(record.value, names)))
+                names = self.side_fields.get(tag.tag_id)
+                extra.append((tag.tag_id, timestamp, payload(value, names)))
         tables = [self._main_table(main, main_ts, extra, subtask)]
         tables += [self._frame_table(f, extra, subtask) for f in frames]
         tables.append(self._extra_table(extra))

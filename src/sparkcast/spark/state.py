@@ -195,10 +195,14 @@ class BucketedTable(MutableMapping):
         self._loaded: dict[int, dict[Any, Any]] = {}
         self._dirty: set[int] = set()
         self._all_loaded = False
+        self._bucket_index: dict[Any, int] = {}
 
     def bucket_of(self, key: Any) -> int:
-        digest = hashlib.blake2b(codec.canonical(key), digest_size=4).digest()
-        return int.from_bytes(digest, "little") % self._buckets
+        index = self._bucket_index.get(key)
+        if index is None:
+            digest = hashlib.blake2b(stable_key_bytes(key), digest_size=4).digest()
+            index = self._bucket_index[key] = int.from_bytes(digest, "little") % self._buckets
+        return index
 
     def _bucket(self, index: int) -> dict[Any, Any]:
         entries = self._loaded.get(index)
@@ -257,6 +261,17 @@ class BucketedTable(MutableMapping):
             else:
                 self._state.removeKey((index,))
         self._dirty.clear()
+
+
+def stable_key_bytes(key: Any) -> bytes:
+    """Bytes of a key that every process and version agrees on (they place keys in buckets
+    stored in checkpoints); strings and ints skip the codec."""
+    kind = type(key)
+    if kind is str:
+        return b"s" + key.encode("utf-8")
+    if kind is int:
+        return b"i" + str(key).encode("ascii")
+    return b"c" + codec.canonical(key)
 
 
 def _decode_bucket(blob: Any) -> dict[Any, Any]:

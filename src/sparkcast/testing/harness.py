@@ -190,7 +190,7 @@ class BroadcastHarness:
 
     def _collect(self) -> None:
         self.engine.flush()
-        self._records.extend(self.engine.take_outputs())
+        self._records.extend(map(OutputRecord._make, self.engine.take_outputs()))
 
     def _expand(self, tag: OutputTag | None) -> list[tuple[Any, int | None]]:
         pairs: list[tuple[Any, int | None]] = []
