@@ -64,21 +64,14 @@ class ProcessResult:
     def write_stream(self, path: str, checkpoint_location: str, *, format: str = "parquet",
                      trigger: dict[str, Any] | None = None, query_name: str | None = None) -> Any:
         """Start ONE streaming query that writes the main output, every side output and the
-        dead letters under ``path/<output>/batch_id=<n>/``: one checkpoint, no recomputation,
-        and a replayed batch overwrites its own directory (exactly-once files)."""
+        dead letters under ``path`` (one checkpoint, no recomputation), exactly once through
+        Spark's file sink; read them with ``read_output(spark, path, "main" | tag)``."""
         if not self.tagged.isStreaming:
             raise PipelineError("write_stream needs a streaming input; for batch DataFrames "
                                 "write result.main and result.side_output(tag) directly")
-        from sparkcast.spark.sink import BatchWriter
+        from sparkcast.spark.sink import start_file_sink
 
-        writer = BatchWriter(self, path, format)
-        stream = self.tagged.writeStream.foreachBatch(writer).option(
-            "checkpointLocation", checkpoint_location)
-        if query_name:
-            stream = stream.queryName(query_name)
-        if trigger:
-            stream = stream.trigger(**trigger)
-        return stream.start()
+        return start_file_sink(self, path, checkpoint_location, format, trigger, query_name)
 
     def _register(self, tag: OutputTag) -> StructType | None:
         known = self.plan.side_schemas
