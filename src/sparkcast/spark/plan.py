@@ -30,6 +30,7 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, check_broadcast
 from sparkcast.errors import PipelineError
+from sparkcast.spark.blobs import default_blob_dir
 
 RESERVED = ("_tag", "_ts", "_payload")
 MAX_STATIC_BROADCAST_ROWS = 1_000_000
@@ -50,6 +51,7 @@ class ProcessSpec:
     on_error: str
     job_parameters: dict[str, Any]
     state_buckets: int
+    blob_store: str | None = None
 
 
 @dataclass
@@ -71,6 +73,8 @@ class RuntimePlan:
     event_time: str | None
     time_mode: str
     state_buckets: int
+    blob_store: str
+    blob_store_chosen: bool = False
     static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
@@ -126,6 +130,8 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         event_time=spec.event_time,
         time_mode=_time_mode(spec),
         state_buckets=spec.state_buckets,
+        blob_store=spec.blob_store or default_blob_dir(),
+        blob_store_chosen=spec.blob_store is not None,
         spark=spark,
     )
     main_tagged = _tag_main(main, key_columns, groups, spec.event_time)
@@ -227,7 +233,8 @@ def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
     columns = [F.col(f"`{c}`") for c in main.columns]
     hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns]) if key_columns else F.xxhash64(
         *columns)
-    subtask = F.pmod(hashed, F.lit(len(groups)))
+    # xxhash64 is a long and element_at takes an int index: non-keyed plans failed to resolve
+    subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
         _group_column(groups, subtask).alias("_subtask"),
         F.lit(0).cast("byte").alias("_side"),

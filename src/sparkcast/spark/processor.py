@@ -83,7 +83,8 @@ class BroadcastProcessor(StatefulProcessor):
 
     def _engine(self, subtask: int) -> SubtaskEngine:
         plan = self.plan
-        backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets)
+        backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets,
+                                    plan.blob_store)
         engine = _ENGINES.get((plan.pipeline_id, subtask))
         if engine is None:
             engine = SubtaskEngine(copy.deepcopy(plan.function), plan.broadcast_descriptors,

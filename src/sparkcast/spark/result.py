@@ -35,6 +35,10 @@ class ProcessResult:
             self._tagged = _operator(self.plan)
         return self._tagged
 
+    def reset(self) -> None:
+        """Rebuild the operator at next use (after the plan changed, e.g. a new side output)."""
+        self._tagged = None
+
     @property
     def main(self) -> DataFrame:
         """The main output, with the ``output_schema`` columns."""

@@ -144,10 +144,10 @@ class OutputEncoder:
         tables = [self._main_table(main, main_ts, extra, subtask)]
         tables += [self._frame_table(f, extra, subtask) for f in frames]
         tables.append(self._extra_table(extra))
-        table = pa.concat_tables([t for t in tables if t is not None and t.num_rows])
-        if table.num_rows == 0:
+        tables = [t for t in tables if t is not None and t.num_rows]
+        if not tables:  # Arrow refuses to concatenate nothing; Spark wants no frame then
             return None
-        return _to_pandas(table)
+        return _to_pandas(pa.concat_tables(tables))
 
     def _main_value(self, record: OutputRecord, main: list, main_ts: list, extra: list,
                     subtask: int) -> None:

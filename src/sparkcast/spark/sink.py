@@ -29,6 +29,10 @@ INTERNAL = ("_tag", "_ts", "_payload", "_output")
 def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
                     trigger: dict[str, Any] | None, query_name: str | None) -> Any:
     write_manifest(result, path)
+    plan = result.plan
+    if not plan.blob_store_chosen and "://" not in checkpoint_location:
+        plan.blob_store = os.path.join(checkpoint_location.removeprefix("file:"), "blobs")
+        result.reset()
     frame = result.tagged.withColumn(
         "_output", F.coalesce(F.col("_tag"), F.lit("main"))).drop("_tag")
     stream = (frame.writeStream.format(format).partitionBy("_output").outputMode("append")

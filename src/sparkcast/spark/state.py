@@ -23,6 +23,7 @@ from typing import Any
 
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
+from sparkcast.spark.blobs import load_value, store_value
 
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
 _CACHE_SIZE = 16
@@ -57,10 +58,12 @@ class SparkStates:
 class SparkStateBackend(StateBackend):
     """One subtask's state for one call of the processor (the grouping key is implicit)."""
 
-    def __init__(self, states: SparkStates, pipeline_id: str, buckets: int) -> None:
+    def __init__(self, states: SparkStates, pipeline_id: str, buckets: int, blob_dir: str
+                 ) -> None:
         self._states = states
         self._pipeline_id = pipeline_id
         self._buckets = buckets
+        self._blob_dir = blob_dir
         self._blobs: dict[str, Any] = {}
         self._broadcast: dict[str, BroadcastTable] = {}
         self._keyed: dict[str, BucketedTable] = {}
@@ -91,7 +94,7 @@ class SparkStateBackend(StateBackend):
     def flush(self) -> None:
         version = self._blobs.get("broadcast_version", "")
         for name, table in self._broadcast.items():
-            table.write_changes(self._states.broadcast[name])
+            table.write_changes(self._states.broadcast[name], self._blob_dir)
             _remember(self._pipeline_id, name, version, table.entries(), table.seqs)
         for table in self._keyed.values():
             table.write_changes()
@@ -105,7 +108,7 @@ class SparkStateBackend(StateBackend):
         rows = [(bytes(k[0]), int(v[0]), bytes(v[1]))
                 for k, v in self._states.broadcast[name].iterator()]
         rows.sort(key=lambda r: r[1])
-        entries = {_hashable(codec.decode(k)): codec.frozen_decode(v) for k, _, v in rows}
+        entries = {_hashable(codec.decode(k)): load_value(v) for k, _, v in rows}
         seqs = {_hashable(codec.decode(k)): seq for k, seq, _ in rows}
         _remember(self._pipeline_id, name, version, entries, seqs)
         return entries, seqs
@@ -175,12 +178,13 @@ class BroadcastTable(MutableMapping):
         self._changed.update(self.entries())
         self._own, self.seqs = {}, {}
 
-    def write_changes(self, map_state: Any) -> None:
+    def write_changes(self, map_state: Any, blob_dir: str) -> None:
         entries = self.entries()
         for key in self._changed:
             encoded = codec.encode(key)
             if key in entries:
-                map_state.updateValue((encoded,), (self.seqs[key], codec.encode(entries[key])))
+                stored = store_value(entries[key], blob_dir)
+                map_state.updateValue((encoded,), (self.seqs[key], stored))
             else:
                 map_state.removeKey((encoded,))
         self._changed.clear()

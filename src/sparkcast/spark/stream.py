@@ -93,12 +93,15 @@ class BroadcastConnectedStream:
         on_error: str = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_buckets: int = 64,
+        blob_store: str | None = None,
     ) -> ProcessResult:
         """Run ``function`` over both streams; see docs/api.md for every option.
 
         ``parallelism`` is the number of virtual subtasks (fixed for a checkpoint; default the
         session's shuffle partitions). ``event_time`` names a timestamp or epoch-ms column of
-        both inputs: element timestamps, watermark-driven timers, ``time_alignment="event"``."""
+        both inputs: element timestamps, watermark-driven timers, ``time_alignment="event"``.
+        ``blob_store`` is where broadcast values of 1 MiB or more are stored once (default: the
+        checkpoint with ``write_stream``; on a cluster, a path every executor can read)."""
         keyed = isinstance(self.main, KeyedStream)
         if keyed != isinstance(function, KeyedBroadcastProcessFunction):
             raise PipelineError(
@@ -117,6 +120,7 @@ class BroadcastConnectedStream:
             on_error=on_error,
             job_parameters=dict(job_parameters or {}),
             state_buckets=state_buckets,
+            blob_store=blob_store,
         )
         key_columns = self.main.key_columns if isinstance(self.main, KeyedStream) else ()
         return ProcessResult(build_plan(self.main.df, key_columns, self.broadcast_stream, spec))

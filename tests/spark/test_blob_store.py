@@ -1,0 +1,70 @@
+"""Broadcast values of 1 MiB or more are stored once, content-addressed, and verified."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from sparkcast import BroadcastProcessFunction, MapStateDescriptor
+from sparkcast.errors import ReadOnlyStateError, StateSerializationError
+from sparkcast.spark import Stream
+from sparkcast.spark.blobs import LARGE_VALUE_BYTES, load_value, store_value
+
+MODEL = MapStateDescriptor("model", str, object)
+
+
+def test_small_values_stay_inline(tmp_path):
+    stored = store_value({"w": [1, 2, 3]}, str(tmp_path))
+    assert not stored.startswith(b'{"$blob"')
+    assert load_value(stored) == {"w": [1, 2, 3]}
+    assert os.listdir(tmp_path) == []
+
+
+def test_large_values_are_written_once_and_read_back_frozen(tmp_path):
+    weights = np.arange(LARGE_VALUE_BYTES // 4, dtype=np.float64)
+    first = store_value({"weights": weights}, str(tmp_path))
+    second = store_value({"weights": weights.copy()}, str(tmp_path))
+    assert first == second and first.startswith(b'{"$blob"') and len(first) < 200
+    assert len([f for f in os.listdir(tmp_path) if not f.startswith(".")]) == 1
+    value = load_value(first)
+    assert np.array_equal(value["weights"], weights)
+    with pytest.raises(ReadOnlyStateError):
+        value["weights"] = None
+
+
+def test_a_corrupted_blob_fails_its_checksum(tmp_path):
+    from sparkcast.spark import blobs
+
+    stored = store_value({"w": "x" * LARGE_VALUE_BYTES}, str(tmp_path))
+    (blob,) = [f for f in os.listdir(tmp_path) if not f.startswith(".")]
+    with open(tmp_path / blob, "r+b") as f:
+        f.seek(10)
+        f.write(b"#")
+    blobs._CACHE.clear()
+    with pytest.raises(StateSerializationError, match="checksum"):
+        load_value(stored)
+
+
+class LoadModel(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        model = ctx.get_broadcast_state(MODEL).get("current")
+        yield value.x, None if model is None else len(model["weights"])
+
+    def process_broadcast_element(self, value, ctx):
+        size = value.size
+        ctx.get_broadcast_state(MODEL).put("current", {"weights": "w" * size})
+
+
+@pytest.mark.spark
+def test_large_broadcast_state_is_stored_once_for_all_subtasks(spark, tmp_path):
+    size = LARGE_VALUE_BYTES + 10
+    events = spark.createDataFrame([(i,) for i in range(40)], "x long")
+    model = spark.createDataFrame([(size,)], "size long")
+    result = Stream(events).connect(Stream(model).broadcast(MODEL)).process(
+        LoadModel(), "x long, n long", parallelism=4, blob_store=str(tmp_path / "blobs"))
+    rows = result.main.collect()
+    assert sorted(r.x for r in rows) == list(range(40))
+    assert {r.n for r in rows} == {size}
+    assert len(os.listdir(tmp_path / "blobs")) == 1
