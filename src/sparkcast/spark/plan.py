@@ -2,8 +2,8 @@
 
 Both inputs become one tagged DataFrame (DESIGN.md §4)::
 
-    main      ─ select(_subtask = subtask of its key, _side 0, _ts, _seq, m_0 … m_k) ─┐
-    broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ────────────┴ union
+    main      ─ select(_subtask, _ts, _seq, m_0 … m_k) ─ mapInArrow(one blob per subtask) ─┐
+    broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ───────────────┴ union
 
 grouped by ``_subtask`` into one ``transformWithStateInPandas`` operator. ``_subtask`` values are
 chosen so that Spark's hash partitioning sends the P subtasks to distinct partitions (otherwise
@@ -31,6 +31,8 @@ from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, check_broadcast
 from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import default_blob_dir
+from sparkcast.spark.corrupt import split_corrupt
+from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
 
 RESERVED = ("_tag", "_ts", "_payload")
 MAX_STATIC_BROADCAST_ROWS = 1_000_000
@@ -78,6 +80,7 @@ class RuntimePlan:
     static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
+    corrupt_input: DataFrame | None = None
     spark: SparkSession | None = None
 
     @property
@@ -87,6 +90,7 @@ class RuntimePlan:
     def for_workers(self) -> RuntimePlan:
         shipped = copy.copy(self)
         shipped.tagged_input = None
+        shipped.corrupt_input = None
         shipped.spark = None
         return shipped
 
@@ -94,6 +98,7 @@ class RuntimePlan:
 def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
                spec: ProcessSpec) -> RuntimePlan:
     spark = main.sparkSession
+    main, corrupt = split_corrupt(main)
     descriptors = tuple(check_broadcast(broadcast.descriptors))
     options = ProcessOptions(
         hold_until_ready=ready_conditions(spec.hold_until_ready, descriptors),
@@ -132,6 +137,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         state_buckets=spec.state_buckets,
         blob_store=spec.blob_store or default_blob_dir(),
         blob_store_chosen=spec.blob_store is not None,
+        corrupt_input=corrupt,
         spark=spark,
     )
     main_tagged = _tag_main(main, key_columns, groups, spec.event_time)
@@ -141,7 +147,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     else:
         if broadcast.df.isStreaming and not main.isStreaming:
             raise PipelineError("a streaming broadcast stream needs a streaming main stream")
-        bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time, main.schema)
+        bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
         plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(
             bcast)
     return plan
@@ -237,15 +243,14 @@ def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
         _group_column(groups, subtask).alias("_subtask"),
-        F.lit(0).cast("byte").alias("_side"),
         _millis(main, event_time).alias("_ts"),
         F.xxhash64(*columns).alias("_seq"),
         *[c.alias(f"m_{i}") for i, c in enumerate(columns)],
-    )
+    ).mapInArrow(pack_main, PACKED_SCHEMA)
 
 
 def _pad_main(main_tagged: DataFrame, bcast: DataFrame, order_by: str | None) -> DataFrame:
-    """Main rows get null broadcast columns (and order), so the union lines up."""
+    """Packed main rows get null broadcast columns (and order), so the union lines up."""
     order_type = bcast.schema[order_by].dataType if order_by else LongType()
     pads = [F.lit(None).cast(order_type).alias("_order")] + [
         F.lit(None).cast(f.dataType).alias(f"b_{i}") for i, f in enumerate(bcast.schema.fields)
@@ -254,7 +259,7 @@ def _pad_main(main_tagged: DataFrame, bcast: DataFrame, order_by: str | None) ->
 
 
 def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
-                   event_time: str | None, main_schema: StructType) -> DataFrame:
+                   event_time: str | None) -> DataFrame:
     df: DataFrame = broadcast.df
     columns = [F.col(f"`{c}`") for c in df.columns]
     order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
@@ -263,7 +268,7 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
         F.lit(1).cast("byte").alias("_side"),
         _millis(df, event_time).alias("_ts"),
         F.xxhash64(*columns).alias("_seq"),
-        *[F.lit(None).cast(f.dataType).alias(f"m_{i}") for i, f in enumerate(main_schema)],
+        F.lit(None).cast("binary").alias("_blob"),
         order.alias("_order"),
         *[c.alias(f"b_{i}") for i, c in enumerate(columns)],
     ).crossJoin(subtasks)

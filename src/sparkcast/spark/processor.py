@@ -22,22 +22,22 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
+from sparkcast.api.row import row_type
 from sparkcast.api.timers import TimeDomain
 from sparkcast.core.engine import BroadcastElement, SubtaskEngine, order_broadcast
+from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.rows import OutputEncoder, rows_of
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 
 _ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
-_FIXED = 4  # _subtask, _side, _ts, _seq
+_BLOB = 4  # columns: _subtask, _side, _ts, _seq, _blob, then _order and b_0 … (broadcast rows)
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 
 
 class BroadcastProcessor(StatefulProcessor):
-    def __init__(self, plan: RuntimePlan, main_types: list[Any], broadcast_types: list[Any]
-                 ) -> None:
+    def __init__(self, plan: RuntimePlan, broadcast_types: list[Any]) -> None:
         self.plan = plan
-        self.main_integral = _integral(main_types)
         self.broadcast_integral = _integral(broadcast_types)
 
     def init(self, handle: Any) -> None:
@@ -77,9 +77,7 @@ class BroadcastProcessor(StatefulProcessor):
                                processing_time=now)
         engine.flush()
         self._sync_spark_timer(engine)
-        out = self.encoder.encode(engine.take_outputs(), subtask)
-        if out is not None:
-            yield out
+        yield from self.encoder.encode(engine.take_outputs(), subtask)
 
     def _engine(self, subtask: int) -> SubtaskEngine:
         plan = self.plan
@@ -103,32 +101,31 @@ class BroadcastProcessor(StatefulProcessor):
 
     def _split(self, frame: pd.DataFrame | None, engine: SubtaskEngine
                ) -> tuple[list[BroadcastElement], Any, list[Any] | None, list[Any] | None]:
-        plan = self.plan
         if frame is None or len(frame) == 0:
             return [], [], None, None
-        side = frame.iloc[:, 1].to_numpy()
-        broadcast: list[BroadcastElement] = []
-        if (side == 1).any():
-            bframe = frame[side == 1]
-            start = _FIXED + len(plan.main_fields) + 1
-            values = rows_of(bframe, start, plan.broadcast_fields, self.broadcast_integral)
-            ts = _optional_ints(bframe.iloc[:, 2])
-            orders = bframe.iloc[:, start - 1].tolist()
-            broadcast = [BroadcastElement(v, t, o) for v, t, o in
-                         zip(values, ts, orders, strict=True)]
-            frame = frame[side == 0]
-        if len(frame) == 0:
+        is_broadcast = frame.iloc[:, 1].to_numpy() == 1
+        broadcast = self._broadcast_elements(frame[is_broadcast]) if is_broadcast.any() else []
+        blobs = frame.iloc[:, _BLOB][~is_broadcast].tolist()
+        if not blobs:
             return broadcast, [], None, None
-        frame = frame.sort_values([frame.columns[2], frame.columns[3]], kind="stable",
-                                  na_position="first")
-        timestamps = _optional_ints(frame.iloc[:, 2])
+        plan = self.plan
+        table = unpack_main(blobs, ordered=plan.keyed or plan.options.time_alignment == "event")
+        timestamps = table.column(0).to_pylist()
+        fields = self.plan.main_fields
         if engine.vectorized:
-            main = frame.iloc[:, _FIXED:_FIXED + len(plan.main_fields)]
-            main.columns = list(plan.main_fields)
-            return broadcast, main.reset_index(drop=True), timestamps, None
-        rows = rows_of(frame, _FIXED, plan.main_fields, self.main_integral)
-        keys = _keys(rows, plan.key_positions) if plan.keyed else None
+            main = table.drop_columns(["_ts", "_seq"]).rename_columns(list(fields)).to_pandas()
+            return broadcast, main, timestamps, None
+        columns = [table.column(2 + i).to_pylist() for i in range(len(fields))]
+        rows = list(map(row_type(fields)._make, zip(*columns, strict=True)))
+        keys = _keys(columns, self.plan.key_positions) if self.plan.keyed else None
         return broadcast, rows, timestamps, keys
+
+    def _broadcast_elements(self, frame: pd.DataFrame) -> list[BroadcastElement]:
+        values = rows_of(frame, _BLOB + 2, self.plan.broadcast_fields, self.broadcast_integral)
+        timestamps = _optional_ints(frame.iloc[:, 2])
+        orders = frame.iloc[:, _BLOB + 1].tolist()
+        return [BroadcastElement(v, t, None if _is_nan(o) else o)
+                for v, t, o in zip(values, timestamps, orders, strict=True)]
 
     def _sync_spark_timer(self, engine: SubtaskEngine) -> None:
         """One Spark timer per subtask, at its earliest engine timer of Spark's time domain."""
@@ -160,11 +157,14 @@ def _optional_ints(series: pd.Series) -> list[int | None]:
     return [None if pd.isna(v) else int(v) for v in series.tolist()]
 
 
-def _keys(rows: list[Any], positions: tuple[int, ...]) -> list[Any]:
+def _keys(columns: list[list[Any]], positions: tuple[int, ...]) -> list[Any]:
     if len(positions) == 1:
-        position = positions[0]
-        return [row[position] for row in rows]
-    return [tuple(row[p] for p in positions) for row in rows]
+        return columns[positions[0]]
+    return list(zip(*[columns[p] for p in positions], strict=True))
+
+
+def _is_nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 def _integral(types: list[Any]) -> frozenset[int]:

@@ -93,14 +93,19 @@ def _operator(plan: RuntimePlan) -> DataFrame:
 
     assert plan.tagged_input is not None
     schema = plan.tagged_input.schema
-    main_types = [schema[f"m_{i}"].dataType for i in range(len(plan.main_fields))]
     broadcast_types = [schema[f"b_{i}"].dataType for i in range(len(plan.broadcast_fields))
                        if f"b_{i}" in schema.fieldNames()]
-    processor = BroadcastProcessor(plan.for_workers(), main_types, broadcast_types)
+    processor = BroadcastProcessor(plan.for_workers(), broadcast_types)
     output = StructType([StructField("_tag", StringType()),
                          StructField("_ts", schema["_ts"].dataType),
                          StructField("_payload", StringType()),
                          *plan.output_schema.fields])
-    return plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
+    tagged = plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=output, outputMode="Append",
         timeMode=plan.time_mode)
+    if plan.corrupt_input is None:
+        return tagged
+    from sparkcast.spark.corrupt import corrupt_letters
+
+    return tagged.unionByName(corrupt_letters(plan.corrupt_input, plan.output_schema,
+                                              schema["_ts"].dataType))

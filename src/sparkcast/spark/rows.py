@@ -120,7 +120,8 @@ class OutputEncoder:
                                  pa.field("_payload", pa.string()), *self.main_schema])
         self.side_fields = side_fields
 
-    def encode(self, records: list[OutputRecord], subtask: int) -> pd.DataFrame | None:
+    def encode(self, records: list[OutputRecord], subtask: int) -> list[pd.DataFrame]:
+        """Output frames (none when there is nothing: Spark wants no frame, not an empty one)."""
         main: list[tuple[Any, ...]] = []
         main_ts: list[int | None] = []
         frames: list[pd.DataFrame] = []
@@ -144,10 +145,7 @@ class OutputEncoder:
         tables = [self._main_table(main, main_ts, extra, subtask)]
         tables += [self._frame_table(f, extra, subtask) for f in frames]
         tables.append(self._extra_table(extra))
-        tables = [t for t in tables if t is not None and t.num_rows]
-        if not tables:  # Arrow refuses to concatenate nothing; Spark wants no frame then
-            return None
-        return _to_pandas(pa.concat_tables(tables))
+        return [_to_pandas(t) for t in tables if t is not None and t.num_rows]
 
     def _main_value(self, record: OutputRecord, main: list, main_ts: list, extra: list,
                     subtask: int) -> None:
@@ -216,8 +214,16 @@ class OutputEncoder:
                                 f"{list(frame.columns)}>", None, None)
             extra.append((DEAD_LETTERS.tag_id, None, dead_letter_payload(letter, subtask)))
             return None
-        rows = list(frame[self.fields].itertuples(index=False, name=None))
-        return self._main_table(rows, [None] * len(rows), extra, subtask)
+        try:  # column-wise, at Arrow speed
+            body = pa.Table.from_pandas(frame[self.fields], schema=self.main_schema,
+                                        preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            rows = list(frame[self.fields].itertuples(index=False, name=None))
+            return self._main_table(rows, [None] * len(rows), extra, subtask)
+        count = body.num_rows
+        return pa.Table.from_arrays(
+            [pa.nulls(count, pa.string()), pa.nulls(count, pa.int64()),
+             pa.nulls(count, pa.string()), *body.columns], schema=self.schema)
 
     def _batch(self, record: OutputRecord, frames: list, extra: list, subtask: int) -> None:
         if record.tag is None:
@@ -243,11 +249,26 @@ class OutputEncoder:
              *[pa.nulls(count, f.type) for f in self.main_schema]], schema=self.schema)
 
 
+# ints as pandas' masked arrays: nulls stay nulls without boxing every value into an object
+_NULLABLE_INTS = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(),
+                  pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
+
+
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    """Object-dtype strings: PySpark's conversion of pandas 3's Arrow-backed strings can fail."""
-    frame = table.to_pandas(integer_object_nulls=True, date_as_object=True,
-                            timestamp_as_object=False)
-    for name, kind in zip(table.column_names, table.schema.types, strict=True):
-        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-            frame[name] = frame[name].astype(object)
-    return frame
+    """Column by column: all-null columns (most rows are main rows, whose tag and payload are
+    null) are made without Arrow's per-value boxing; strings stay object dtype, which PySpark's
+    output conversion handles (pandas 3's Arrow-backed strings broke it, DESIGN.md §5)."""
+    count = table.num_rows
+    columns: dict[str, Any] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        kind = column.type
+        if column.null_count == count and (pa.types.is_string(kind) or pa.types.is_binary(kind)):
+            columns[name] = np.full(count, None, dtype=object)
+        elif column.null_count == count and kind in _NULLABLE_INTS:
+            columns[name] = pd.arrays.IntegerArray(np.zeros(count, dtype=kind.to_pandas_dtype()),
+                                                   np.ones(count, dtype=bool))
+        else:
+            series = pa.table({name: column}).to_pandas(types_mapper=_NULLABLE_INTS.get,
+                                                        date_as_object=True)[name]
+            columns[name] = series.astype(object) if pa.types.is_string(kind) else series
+    return pd.DataFrame(columns)
