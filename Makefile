@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint clean
+.PHONY: install test demo lint clean bench bench-quick bench-deps
 
 install: $(STAMP)
 
@@ -19,11 +19,37 @@ $(STAMP): pyproject.toml
 test: install
 	$(PY) -m pytest -q
 
+# the flagship demo (fraud rules) on local Spark: files arrive over time, a rule update lands
+# mid-run, and the summary shows every subtask switching in one micro-batch with no event lost
 demo: install
-	$(PY) -m sparkcast.demo
+	$(PY) -m sparkcast.cli demo fraud
 
 lint: install
 	$(PY) -m ruff check src tests
+
+# Benchmarks (benchmarks/run.py writes docs/benchmarks.md and docs/img/). PyFlink pins its own
+# dependency versions, so it lives in its own venv, made here from PyPI.
+FLINK_VENV  := benchmarks/.venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.installed
+BENCH_STAMP := $(VENV)/.bench-installed
+
+$(FLINK_STAMP):
+	$(PYTHON) -m venv $(FLINK_VENV)
+	$(FLINK_VENV)/bin/pip install -q --upgrade pip
+	$(FLINK_VENV)/bin/pip install -q apache-flink==2.3.0
+	@touch $(FLINK_STAMP)
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install -q matplotlib
+	@touch $(BENCH_STAMP)
+
+bench-deps: $(BENCH_STAMP) $(FLINK_STAMP)
+
+bench: bench-deps  ## every workload and system, ~20-25 min; run on a quiet machine
+	$(PY) benchmarks/run.py --mode full
+
+bench-quick: bench-deps  ## the same at small sizes, 2-3 min (smoke test, not figures)
+	$(PY) benchmarks/run.py --mode quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist src/*.egg-info

@@ -1,0 +1,163 @@
+"""The ``sparkcast`` command: run the applications of :mod:`sparkcast.apps`.
+
+::
+
+    sparkcast demo [APP]                   generate data while the query runs, then a summary
+    sparkcast generate APP --out DIR       events/, broadcast/ (and artifacts/) as JSON lines
+    sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
+    sparkcast list                         the applications
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from sparkcast.apps import APP_NAMES, FLAGSHIP, get_app
+
+EPILOG = "applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparkcast", epilog=EPILOG,
+        description="Flink's Broadcast State Pattern on Spark Structured Streaming: "
+                    "run the example applications.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo", help="run an application on generated data that arrives over time",
+        description="Generate an application's data into a temporary folder while its query "
+                    "runs (a broadcast update arrives mid-run), show the live view, and end "
+                    "with a summary: events in and out, and when the update took effect.",
+        epilog=EPILOG)
+    demo.add_argument("app", nargs="?", default=FLAGSHIP, choices=APP_NAMES, metavar="APP")
+    demo.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
+    demo.add_argument("--scale", type=int, default=2,
+                      help="events per file, in hundreds (default 2)")
+    demo.add_argument("--step-seconds", type=float, default=4.0,
+                      help="seconds between two generated files (default 4)")
+    demo.add_argument("--timeout", type=float, default=300.0,
+                      help="stop after this many seconds even if unfinished (default 300)")
+    demo.add_argument("--workdir", type=Path, help="keep data, outputs and checkpoint here")
+    _run_options(demo)
+
+    generate = commands.add_parser(
+        "generate", help="write an application's events and broadcast updates",
+        description="Write reproducible data for an application: OUT/events/*.json, "
+                    "OUT/broadcast/*.json (JSON lines) and, for models, OUT/artifacts/*.npz.",
+        epilog=EPILOG)
+    generate.add_argument("app", choices=APP_NAMES, metavar="APP")
+    generate.add_argument("--out", type=Path, required=True, help="folder to write into")
+    generate.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
+    generate.add_argument("--scale", type=int, default=1,
+                          help="events per file, in hundreds (default 1)")
+
+    run = commands.add_parser(
+        "run", help="run an application over folders until stopped (restartable)",
+        description="Run an application's streaming query over two folders of JSON lines. It "
+                    "runs until Ctrl-C (or --duration), and resumes from --checkpoint when "
+                    "started again: nothing is lost or processed twice.",
+        epilog=EPILOG)
+    run.add_argument("app", choices=APP_NAMES, metavar="APP")
+    run.add_argument("--events", type=Path, required=True, help="folder of event files")
+    run.add_argument("--broadcast", type=Path, required=True, help="folder of broadcast files")
+    run.add_argument("--output", type=Path, required=True,
+                     help="output folder: <output>/<name>/batch_id=<n>/ (parquet)")
+    run.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder")
+    run.add_argument("--artifacts", type=Path,
+                     help="model artifact store (default: <broadcast>/../artifacts)")
+    run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--available-now", action="store_true",
+                     help="process what the folders hold now, then stop")
+    run.add_argument("--trigger-seconds", type=float, default=1.0,
+                     help="micro-batch interval (default 1)")
+    _run_options(run)
+
+    commands.add_parser("list", help="list the applications",
+                        description="List the applications and what they do.")
+    return parser
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--parallelism", type=int, default=4,
+                        help="virtual subtasks (fixed per checkpoint; default 4)")
+    parser.add_argument("--max-files-per-trigger", type=int, default=1,
+                        help="files per source per micro-batch (default 1; 0 = all)")
+    parser.add_argument("--no-view", action="store_true",
+                        help="no live view (one line per micro-batch instead)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "list":
+        for name in APP_NAMES:
+            print(f"{name:<11} {get_app(name).title}")
+        return 0
+    if args.command == "generate":
+        return _generate(args)
+    from sparkcast.apps.runner import RunSettings
+
+    settings = RunSettings(parallelism=args.parallelism,
+                           max_files_per_trigger=args.max_files_per_trigger or None)
+    if args.command == "demo":
+        return _demo(args, settings)
+    return _run(args, settings)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from sparkcast.apps.base import write_drops
+
+    app = get_app(args.app)
+    counts = write_drops(args.out, app.generate(args.seed, args.scale))
+    print(f"{app.name}: wrote " + ", ".join(f"{n} rows to {args.out / folder}"
+                                            for folder, n in sorted(counts.items()) if n))
+    print(f"run it: sparkcast run {app.name} --events {args.out / 'events'} "
+          f"--broadcast {args.out / 'broadcast'} --output {args.out / 'output'} "
+          f"--checkpoint {args.out / 'checkpoint'}")
+    return 0
+
+
+def _demo(args: argparse.Namespace, settings: object) -> int:
+    from sparkcast.apps.runner import run_demo
+
+    report = run_demo(get_app(args.app), seed=args.seed, scale=args.scale,
+                      step_seconds=args.step_seconds, timeout=args.timeout,
+                      workdir=args.workdir, settings=settings,  # type: ignore[arg-type]
+                      out=sys.stdout if not args.no_view else _Quiet())
+    print("\n".join(report.lines))
+    print(f"  finished in {report.seconds:.0f} s")
+    return 0 if report.ok else 1
+
+
+def _run(args: argparse.Namespace, settings: object) -> int:
+    from sparkcast.apps.runner import run_app
+
+    settings.trigger_seconds = args.trigger_seconds  # type: ignore[attr-defined]
+    settings.available_now = args.available_now  # type: ignore[attr-defined]
+    settings.duration = args.duration  # type: ignore[attr-defined]
+    report = run_app(get_app(args.app), args.events, args.broadcast, args.output,
+                     args.checkpoint, artifacts=args.artifacts,
+                     settings=settings,  # type: ignore[arg-type]
+                     out=sys.stdout if not args.no_view else _Quiet())
+    print("\n".join(report.lines))
+    return 0 if report.ok else 1
+
+
+class _Quiet:
+    """A stream that is not a terminal: the view prints one line per micro-batch."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Every application end to end on Spark: file sources, several micro-batches, a broadcast
+update mid-stream. The five queries run at the same time (one Spark session) to keep the
+suite short; segments runs through the CLI, twice, restarting from its checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcast.apps import get_app
+from sparkcast.apps.base import write_drops
+from sparkcast.apps.live import Progress
+from sparkcast.apps.outputs import OutputTracker
+from sparkcast.apps.wiring import start
+
+pytestmark = pytest.mark.spark
+
+SIZES = {"fraud": dict(files=4, per_file=40), "models": dict(files=4, per_file=40, n_products=40),
+         "flags": dict(files=4, per_file=40), "enrichment": dict(files=4, per_file=40),
+         "shapes": dict(files=4, per_file=40)}
+
+
+@pytest.fixture(scope="module")
+def runs(spark, tmp_path_factory):
+    """``runs[name]``: one availableNow query per application, run on first use, one at a time
+    (several concurrent queries overload a 2-core machine: Python workers time out)."""
+    from sparkcast.apps import models
+
+    models.clear_cache()
+    return _Runs(spark, tmp_path_factory)
+
+
+class _Runs(dict):
+    def __init__(self, spark, factory):
+        super().__init__()
+        self.spark, self.factory = spark, factory
+
+    def __missing__(self, name):
+        app = get_app(name)
+        root = self.factory.mktemp(name)
+        module = __import__(app.make_function.__module__, fromlist=["generate"])
+        write_drops(root, module.generate(7, **SIZES[name]))
+        query = start(app, self.spark, root / "events", root / "broadcast", root / "output",
+                      root / "checkpoint", artifacts=root / "artifacts", parallelism=2,
+                      max_files_per_trigger=1, trigger={"availableNow": True})
+        assert query.awaitTermination(600)
+        assert query.exception() is None
+        progress = Progress(str(root / "events"), str(root / "broadcast"))
+        progress.update(query)
+        tracker = OutputTracker(app, root / "output")
+        tracker.scan()
+        self[name] = (tracker, progress)
+        return self[name]
+
+
+def check_switch(tracker: OutputTracker, progress: Progress, versions: int) -> int:
+    """The last version took effect on both subtasks in the batch that read the update."""
+    switches = tracker.switches()
+    assert len(switches) == versions
+    version, seen = switches[-1]
+    assert set(seen) == {0, 1}
+    (batch,) = set(seen.values())
+    assert batch == progress.broadcast_batches()[-1] > 0
+    return batch
+
+
+def test_fraud_on_spark(runs):
+    tracker, progress = runs["fraud"]
+    assert len(progress.batches) == 4 and progress.events_in() == 160
+    assert tracker.counts["main"] + tracker.counts["review"] == 160
+    assert tracker.counts["invalid_rules"] == 1
+    assert tracker.counts.get("dead_letters", 0) == 0
+    check_switch(tracker, progress, versions=2)
+    assert [v for v, _ in tracker.switches()] == [3, 6]
+
+
+def test_model_serving_on_spark(runs):
+    tracker, progress = runs["models"]
+    assert tracker.counts["main"] == 160 and tracker.counts.get("dead_letters", 0) == 0
+    assert [v for v, _ in tracker.switches()] == ["product-v1+user-v1", "product-v2+user-v1"]
+    assert tracker.counts["rejected_models"] == 1  # v3: sha256 mismatch, v2 stays active
+    assert progress.broadcast_batches() == [0, 1, 2]
+    version, seen = tracker.switches()[-1]
+    assert set(seen.values()) == {1} and set(seen) == {0, 1}
+
+
+def test_flags_on_spark(runs):
+    tracker, progress = runs["flags"]
+    assert tracker.counts["main"] == 160 and tracker.counts["rejected_config"] == 1
+    check_switch(tracker, progress, versions=2)
+
+
+def test_enrichment_on_spark(runs):
+    tracker, progress = runs["enrichment"]
+    assert tracker.counts["main"] + tracker.counts["unknown_products"] == 160
+    assert tracker.counts["unknown_products"] > 0
+    check_switch(tracker, progress, versions=2)
+
+
+def test_shapes_on_spark(runs):
+    tracker, progress = runs["shapes"]
+    assert progress.events_in() == 160 and tracker.counts["main"] > 0
+    assert [v for v, _ in tracker.switches()][:1] == [1]
+    assert tracker.switches()[-1][0] == 3
+
+
+def test_segments_through_the_cli_restarting_from_its_checkpoint(spark, tmp_path, capsys):
+    from sparkcast.apps.segments import generate
+    from sparkcast.cli import main
+
+    drops = generate(7, files=4, per_file=30)
+    write_drops(tmp_path, [d for d in drops if d.step < 2])
+    args = ["run", "segments", "--events", str(tmp_path / "events"), "--broadcast",
+            str(tmp_path / "broadcast"), "--output", str(tmp_path / "output"), "--checkpoint",
+            str(tmp_path / "checkpoint"), "--available-now", "--parallelism", "2", "--no-view"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "events in 60 = main 60" in first
+    write_drops(tmp_path, [d for d in drops if d.step >= 2])  # the refresh and more events
+    assert main(args) == 0  # resumes: only the new files are read
+    second = capsys.readouterr().out
+    assert "events in 60 = main 60" in second and "refresh_id=2 took effect" in second
+    tracker = OutputTracker(get_app("segments"), tmp_path / "output")
+    tracker.scan()
+    assert tracker.counts["main"] == 120 and tracker.counts["rejected_segments"] == 1

@@ -1,0 +1,62 @@
+"""The ``sparkcast`` command line: help everywhere, generate, argument errors (no Spark)."""
+
+import json
+
+import pytest
+
+from sparkcast.apps import APP_NAMES
+from sparkcast.cli import build_parser, main
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["generate", "--help"],
+                                  ["run", "--help"], ["list", "--help"]])
+def test_help_everywhere(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: sparkcast" in out
+    if argv[0] in ("demo", "generate", "run"):
+        assert "fraud" in out  # the applications are named
+
+
+def test_list_names_every_application(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in APP_NAMES)
+
+
+@pytest.mark.parametrize("app", APP_NAMES)
+def test_generate_writes_reproducible_json_lines(app, tmp_path, capsys):
+    assert main(["generate", app, "--out", str(tmp_path / "a"), "--seed", "3"]) == 0
+    assert main(["generate", app, "--out", str(tmp_path / "b"), "--seed", "3"]) == 0
+    assert "sparkcast run" in capsys.readouterr().out
+    root = tmp_path / "a"
+    files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
+    assert any(str(f).startswith("events/") for f in files)
+    assert any(str(f).startswith("broadcast/") for f in files)
+    for name in files:
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+        if name.suffix == ".json":
+            for line in (tmp_path / "a" / name).read_text().splitlines():
+                assert isinstance(json.loads(line), dict)
+
+
+def test_model_artifacts_are_npz_files(tmp_path):
+    assert main(["generate", "models", "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in (tmp_path / "artifacts").iterdir()) == [
+        "product-v1.npz", "product-v2.npz", "product-v3.npz"]
+
+
+@pytest.mark.parametrize("argv", [["generate", "nope", "--out", "x"], ["run", "fraud"],
+                                  ["demo", "nope"], []])
+def test_bad_arguments_exit_with_usage(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_the_demo_defaults_to_the_flagship():
+    args = build_parser().parse_args(["demo"])
+    assert (args.app, args.parallelism, args.max_files_per_trigger) == ("fraud", 4, 1)
