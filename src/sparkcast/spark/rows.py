@@ -215,8 +215,8 @@ class OutputEncoder:
             extra.append((DEAD_LETTERS.tag_id, None, dead_letter_payload(letter, subtask)))
             return None
         try:  # column-wise, at Arrow speed
-            body = pa.Table.from_pandas(frame[self.fields], schema=self.main_schema,
-                                        preserve_index=False)
+            body = pa.Table.from_pandas(_nan_as_null(frame[self.fields]),
+                                        schema=self.main_schema, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
             rows = list(frame[self.fields].itertuples(index=False, name=None))
             return self._main_table(rows, [None] * len(rows), extra, subtask)
@@ -247,6 +247,18 @@ class OutputEncoder:
             [pa.array(tags, pa.string()), pa.array(ts, pa.int64()),
              pa.array(payloads, pa.string()),
              *[pa.nulls(count, f.type) for f in self.main_schema]], schema=self.schema)
+
+
+def _nan_as_null(frame: pd.DataFrame) -> pd.DataFrame:
+    """pandas writes a missing value into an object column as NaN (a float), which Arrow refuses
+    for a string column; in a DataFrame NaN means null, so make it one."""
+    objects = [c for c in frame.columns if frame[c].dtype == object and frame[c].isna().any()]
+    if not objects:
+        return frame
+    frame = frame.copy()
+    for column in objects:
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
+    return frame
 
 
 # ints as pandas' masked arrays: nulls stay nulls without boxing every value into an object

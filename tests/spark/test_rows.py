@@ -1,0 +1,66 @@
+"""Output encoding in the workers: bulk Arrow checks, dead letters for rows that do not fit."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from sparkcast import OutputTag, Row
+from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.spark.rows import OutputEncoder
+
+SCHEMA = StructType([StructField("s", StringType()), StructField("n", LongType())])
+REVIEW = OutputTag("review", "s string, n long")
+
+
+def encode(records):
+    frames = OutputEncoder(SCHEMA, {"review": ["s", "n"]}).encode(records, subtask=3)
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
+def test_tuples_dicts_and_rows_become_typed_main_rows():
+    frame = encode([(None, ("a", 1), 5, False), (None, {"n": 2, "s": "b"}, None, False),
+                    (None, Row(s="c", n=3), 7, False)])
+    assert frame[["s", "n"]].to_dict("records") == [
+        {"s": "a", "n": 1}, {"s": "b", "n": 2}, {"s": "c", "n": 3}]
+    assert frame["_tag"].isna().all()
+    assert frame["_ts"].tolist()[0] == 5 and pd.isna(frame["_ts"].tolist()[1])
+
+
+def test_a_wrong_field_or_type_is_a_dead_letter_and_the_rest_survives():
+    frame = encode([(None, ("a", 1), None, False), (None, ("b", "not a number"), None, False),
+                    (None, {"s": "c"}, None, False), (None, ("d", 4), None, False)])
+    main = frame[frame["_tag"].isna()]
+    assert sorted(main["s"]) == ["a", "d"]
+    letters = [json.loads(p) for p in frame.loc[frame["_tag"] == DEAD_LETTERS.tag_id, "_payload"]]
+    assert len(letters) == 2 and all(letter["callback"] == "output" for letter in letters)
+    assert any("output schema" in letter["error"] for letter in letters)
+    assert {letter["subtask"] for letter in letters} == {3}
+
+
+def test_side_outputs_are_json_mapped_onto_the_tag_fields():
+    frame = encode([(REVIEW, ("x", 9), 1, False)])
+    assert frame["_tag"].tolist() == ["review"]
+    assert json.loads(frame["_payload"][0]) == {"s": "x", "n": 9}
+
+
+def test_nan_in_a_string_column_of_a_batch_frame_is_a_null_not_a_dead_letter():
+    batch = pd.DataFrame({"s": ["a", None, "c"], "n": [1, 2, 3]})
+    batch.loc[batch["n"] == 3, "s"] = np.nan
+    frame = encode([(None, batch, None, True)])
+    assert frame[["s", "n"]].to_dict("records") == [
+        {"s": "a", "n": 1}, {"s": None, "n": 2}, {"s": None, "n": 3}]
+
+
+def test_a_batch_frame_with_a_bad_value_dead_letters_only_that_row():
+    batch = pd.DataFrame({"s": ["a", "b"], "n": [1, "x"]})
+    frame = encode([(None, batch, None, True)])
+    assert frame.loc[frame["_tag"].isna(), "s"].tolist() == ["a"]
+    assert (frame["_tag"] == DEAD_LETTERS.tag_id).sum() == 1
+
+
+def test_nothing_to_output_yields_no_frame():
+    assert encode([]) is None
