@@ -8,6 +8,7 @@ fire, how outputs are routed, what happens to errors, how held elements are rele
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import GeneratorType
@@ -234,11 +235,15 @@ class SubtaskEngine:
 
     # ---------------------------------------------------------------------------------- inputs
 
-    def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
-        """Apply one broadcast element, then release held elements that became processable."""
+    def process_broadcast_element(self, value: Any, timestamp: int | None = None,
+                                  fingerprint: str | None = None) -> None:
+        """Apply one broadcast element, then release held elements that became processable.
+        ``fingerprint`` is the value's ``codec.fingerprint`` when the caller has it already."""
         self.current_key = NO_KEY
         ctx = self._context("broadcast", timestamp)
-        self.broadcast_version = codec.fingerprint([self.broadcast_version, value, timestamp])
+        content = fingerprint or codec.fingerprint(value)
+        chain = f"{self.broadcast_version}|{content}|{timestamp}".encode()
+        self.broadcast_version = hashlib.blake2b(chain, digest_size=12).hexdigest()
         self._invoke("process_broadcast_element", self.function.process_broadcast_element,
                      value, ctx, timestamp, None)
         if self.hold.stale:
@@ -315,15 +320,15 @@ class SubtaskEngine:
             self.advance_processing_time(processing_time)
         if watermark is not None:
             self.advance_watermark(watermark, watermark)
-        ordered = order_broadcast(broadcast)
+        ordered = fingerprinted_order(broadcast)
         count = len(main_values)
         timestamps = main_timestamps if main_timestamps is not None else [None] * count
         keys = main_keys if main_keys is not None else [NO_KEY] * count
         if self.options.time_alignment == "event":
             self._run_event_aligned(ordered, main_values, timestamps, keys)
             return
-        for element in ordered:
-            self.process_broadcast_element(element.value, element.timestamp)
+        for element, content in ordered:
+            self.process_broadcast_element(element.value, element.timestamp, content)
         if self.vectorized:
             from sparkcast.core.vectorized import process_frame
 
@@ -331,7 +336,7 @@ class SubtaskEngine:
         else:
             self.process_elements(main_values, timestamps, keys)
 
-    def _run_event_aligned(self, ordered: list[BroadcastElement], values: Sequence[Any],
+    def _run_event_aligned(self, ordered: list[tuple[BroadcastElement, str]], values: Sequence[Any],
                            timestamps: Sequence[int | None], keys: Sequence[Any]) -> None:
         if self.vectorized:
             from sparkcast.core.vectorized import frame_rows
@@ -340,12 +345,14 @@ class SubtaskEngine:
         order = sorted(range(len(values)), key=lambda i: _time_key(timestamps[i]))
         b = 0
         for i in order:
-            while b < len(ordered) and _time_key(ordered[b].timestamp) <= _time_key(timestamps[i]):
-                self.process_broadcast_element(ordered[b].value, ordered[b].timestamp)
+            while b < len(ordered) and (_time_key(ordered[b][0].timestamp)
+                                        <= _time_key(timestamps[i])):
+                element, content = ordered[b]
+                self.process_broadcast_element(element.value, element.timestamp, content)
                 b += 1
             self.process_element(values[i], timestamps[i], keys[i])
-        for element in ordered[b:]:
-            self.process_broadcast_element(element.value, element.timestamp)
+        for element, content in ordered[b:]:
+            self.process_broadcast_element(element.value, element.timestamp, content)
 
     # ------------------------------------------------------------------------- timers and hold
 
@@ -454,10 +461,15 @@ def _time_key(timestamp: int | None) -> int:
 def order_broadcast(elements: Sequence[BroadcastElement]) -> list[BroadcastElement]:
     """The order every subtask applies a batch's broadcast elements in: the ``order_by`` value,
     else event time, then the content hash, so arrival order never matters."""
-    if len(elements) <= 1:
-        return list(elements)
-    return sorted(elements, key=lambda e: (_order_key(e.order), _time_key(e.timestamp),
-                                           codec.fingerprint(e.value)))
+    return [element for element, _ in fingerprinted_order(elements)]
+
+
+def fingerprinted_order(elements: Sequence[BroadcastElement]) -> list[tuple[BroadcastElement, str]]:
+    """``order_broadcast`` with each element's content fingerprint, computed once: the version
+    chain needs it too, and for a large broadcast batch hashing dominates."""
+    pairs = [(element, codec.fingerprint(element.value)) for element in elements]
+    pairs.sort(key=lambda p: (_order_key(p[0].order), _time_key(p[0].timestamp), p[1]))
+    return pairs
 
 
 def _order_key(order: Any) -> tuple[int, Any]:

@@ -3,11 +3,13 @@
 Layout per subtask (the operator's grouping key), all under the query's checkpoint:
 
 * ``meta``: MapState name -> encoded blob: timers, held elements, the broadcast version.
-* ``b_<name>``: MapState per broadcast descriptor, encoded key -> (insertion seq, encoded value).
-  Only changed entries are written. Reads come from a per-worker cache keyed by the broadcast
-  version (a hash chain over the applied broadcast elements, equal on every subtask): all
-  subtasks in a Python worker share one frozen copy, and nothing is read from Spark while the
-  version is unchanged.
+* ``b_<name>``: MapState per broadcast descriptor, bucket -> encoded [(key, insertion seq,
+  value), ...]; a batch rewrites only the buckets its changes touched. A bucket of 1 MiB or more
+  goes to the content-addressed blob store, and since every subtask holds the same entries, the
+  P subtasks' equal buckets are written to disk once. Reads come from a per-worker cache keyed by
+  the broadcast version (a hash chain over the applied broadcast elements, equal on every
+  subtask): all subtasks in a Python worker share one frozen copy, and nothing is read from
+  Spark while the version is unchanged.
 * ``k_<name>``: MapState per keyed descriptor, bucket -> encoded {user key: value}. A Spark state
   call costs about as much as processing a few hundred events in Python, so keys are grouped
   into a fixed number of buckets: a micro-batch reads and writes each touched bucket once.
@@ -46,7 +48,7 @@ class SparkStates:
     def __init__(self, handle: Any, broadcast_names: list[str], keyed_names: list[str]) -> None:
         self.meta = handle.getMapState("meta", "name string", "blob binary")
         self.broadcast = {
-            n: handle.getMapState(state_name("b", n), "k binary", "seq long, v binary")
+            n: handle.getMapState(state_name("b", n), "bucket int", "blob binary")
             for n in broadcast_names
         }
         self.keyed = {
@@ -83,7 +85,7 @@ class SparkStateBackend(StateBackend):
         if name not in self._broadcast:
             version = self.load("broadcast_version", "")
             entries, seqs = self._cached_broadcast(name, version)
-            self._broadcast[name] = BroadcastTable(entries, seqs)
+            self._broadcast[name] = BroadcastTable(entries, seqs, self._buckets)
         return self._broadcast[name]
 
     def keyed_table(self, name: str) -> MutableMapping[Any, Any]:
@@ -105,11 +107,11 @@ class SparkStateBackend(StateBackend):
         if cached is not None:
             _BROADCAST_CACHE.move_to_end(key)
             return cached
-        rows = [(bytes(k[0]), int(v[0]), bytes(v[1]))
-                for k, v in self._states.broadcast[name].iterator()]
-        rows.sort(key=lambda r: r[1])
-        entries = {_hashable(codec.decode(k)): load_value(v) for k, _, v in rows}
-        seqs = {_hashable(codec.decode(k)): seq for k, seq, _ in rows}
+        rows = [row for (_,), (blob,) in self._states.broadcast[name].iterator()
+                for row in load_value(bytes(blob))]
+        rows.sort(key=lambda row: row[1])
+        entries = {_hashable(key): value for key, _, value in rows}
+        seqs = {_hashable(key): seq for key, seq, _ in rows}
         _remember(self._pipeline_id, name, version, entries, seqs)
         return entries, seqs
 
@@ -132,11 +134,12 @@ class BroadcastTable(MutableMapping):
     """Copy-on-write over the shared frozen entries: the first write copies (values stay
     shared, they are frozen), changed keys are written to Spark at flush."""
 
-    def __init__(self, shared: dict[Any, Any], seqs: dict[Any, int]) -> None:
+    def __init__(self, shared: dict[Any, Any], seqs: dict[Any, int], buckets: int) -> None:
         self._shared = shared
         self._own: dict[Any, Any] | None = None
         self.seqs = seqs
         self._changed: set[Any] = set()
+        self._buckets = buckets
 
     def entries(self) -> dict[Any, Any]:
         return self._shared if self._own is None else self._own
@@ -179,14 +182,19 @@ class BroadcastTable(MutableMapping):
         self._own, self.seqs = {}, {}
 
     def write_changes(self, map_state: Any, blob_dir: str) -> None:
-        entries = self.entries()
-        for key in self._changed:
-            encoded = codec.encode(key)
-            if key in entries:
-                stored = store_value(entries[key], blob_dir)
-                map_state.updateValue((encoded,), (self.seqs[key], stored))
+        if not self._changed:
+            return
+        dirty = {bucket_of(key, self._buckets) for key in self._changed}
+        contents: dict[int, list[tuple[Any, int, Any]]] = {index: [] for index in dirty}
+        for key, value in self.entries().items():
+            index = bucket_of(key, self._buckets)
+            if index in contents:
+                contents[index].append((key, self.seqs[key], value))
+        for index in sorted(dirty):
+            if contents[index]:
+                map_state.updateValue((index,), (store_value(contents[index], blob_dir),))
             else:
-                map_state.removeKey((encoded,))
+                map_state.removeKey((index,))
         self._changed.clear()
 
 
@@ -204,8 +212,7 @@ class BucketedTable(MutableMapping):
     def bucket_of(self, key: Any) -> int:
         index = self._bucket_index.get(key)
         if index is None:
-            digest = hashlib.blake2b(stable_key_bytes(key), digest_size=4).digest()
-            index = self._bucket_index[key] = int.from_bytes(digest, "little") % self._buckets
+            index = self._bucket_index[key] = bucket_of(key, self._buckets)
         return index
 
     def _bucket(self, index: int) -> dict[Any, Any]:
@@ -265,6 +272,12 @@ class BucketedTable(MutableMapping):
             else:
                 self._state.removeKey((index,))
         self._dirty.clear()
+
+
+def bucket_of(key: Any, buckets: int) -> int:
+    """The bucket of a key: fixed for a checkpoint, equal in every process."""
+    digest = hashlib.blake2b(stable_key_bytes(key), digest_size=4).digest()
+    return int.from_bytes(digest, "little") % buckets
 
 
 def stable_key_bytes(key: Any) -> bytes:
