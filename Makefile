@@ -40,7 +40,7 @@ $(FLINK_STAMP):
 	@touch $(FLINK_STAMP)
 
 $(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install -q matplotlib
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	@touch $(BENCH_STAMP)
 
 bench-deps: $(BENCH_STAMP) $(FLINK_STAMP)
