@@ -1,0 +1,327 @@
+"""The benchmark runner: every workload on every system, alternating, in one session.
+
+    python benchmarks/run.py --mode quick     # ~2-3 minutes (make bench-quick)
+    python benchmarks/run.py --mode full      # ~20-25 minutes (make bench)
+    python benchmarks/run.py --mode quick --only W1   # a subset of workloads
+
+Throughput (W1-W4): each system runs each workload at two input sizes; the steady-state rate is
+(n2 - n1) / (t2 - t1), which cancels start-up and per-query fixed costs; the sizes alternate over
+systems (small on every system, then large on every system) so drift in machine load is spread
+over all of them. W5 (broadcast update latency) and W6 (memory with a 100 MB broadcast state) are
+measured once each. Every measurement runs in a child process with a time limit; a limit hit is
+reported, not fatal. Results: ``benchmarks/results/<mode>.json``, ``docs/benchmarks.md`` and
+``docs/img/*.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import data  # noqa: E402
+
+MAIN_PY = os.environ.get("BENCH_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
+FLINK_PY = os.environ.get("BENCH_FLINK_PYTHON", str(HERE / ".venv-flink" / "bin" / "python"))
+
+SYSTEMS = {  # name -> (label, workloads)
+    "sparkcast": ("sparkcast per-element", ("W1", "W2", "W3", "W4")),
+    "sparkcast-batch": ("sparkcast process_batch", ("W1", "W2", "W4")),
+    "pyflink": ("PyFlink 2.3 per-element (p=2)", ("W1", "W2", "W3", "W4")),
+    "foreachbatch": ("foreachBatch + broadcast var + mapInPandas", ("W1", "W2", "W4")),
+    "jvm-join": ("Spark JVM stream-static broadcast join", ("W1",)),
+    "pandas": ("pandas, one process (limit)", ("W1", "W2", "W3", "W4")),
+}
+SLOW = {"sparkcast", "pyflink"}
+
+MODES = {
+    # sizes: (small, large) per speed class; timeout per measurement (s)
+    "quick": {"slow": (20_000, 60_000), "fast": (100_000, 400_000), "timeout": 90,
+              "pyflink": ("W1",),  # a PyFlink job costs ~30 s of start-up; W1 only
+              "w2_slow": (10_000, 30_000),
+              "w5": {"updates": 6, "interval": 1.0, "warmup": 3.0, "rate": 20_000},
+              "w6": None},
+    "full": {"slow": (200_000, 1_000_000), "fast": (1_000_000, 5_000_000), "timeout": 420,
+             "pyflink": ("W1", "W2", "W3", "W4"),
+             "w2_slow": (50_000, 200_000),
+             "w5": {"updates": 20, "interval": 2.0, "warmup": 10.0, "rate": 20_000},
+             "w6": {"n": 200_000, "parallelism": 8}},
+}
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class SparkServer:
+    """A long-lived ``spark_systems.py`` process (one Spark session for many jobs)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.patched: list[str] = []
+
+    def start(self, timeout: float = 180) -> None:
+        self.lines = queue.Queue()
+        self.proc = subprocess.Popen(
+            [MAIN_PY, str(HERE / "spark_systems.py")], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=open(HERE / "results" / "spark.log", "a"),
+            text=True, start_new_session=True, cwd=str(HERE),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)})
+        threading.Thread(target=self._pump, args=(self.proc, self.lines), daemon=True).start()
+        line = self._read(timeout, "@@READY")
+        if line is None:
+            self.stop()
+            raise RuntimeError("the Spark benchmark process did not start")
+        self.patched = json.loads(line.split(" ", 1)[1] or "{}").get("patched", [])
+
+    @staticmethod
+    def _pump(proc: subprocess.Popen, lines: queue.Queue) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    def _read(self, timeout: float, prefix: str) -> str | None:
+        deadline = time.time() + timeout
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                return None
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            if line.startswith(prefix):
+                return line
+
+    def call(self, job: dict, timeout: float) -> dict:
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        line = self._read(timeout, "@@RESULT ")
+        if line is None:
+            dead = self.proc.poll() is not None
+            self.stop()
+            return {"ok": False, "error": "the Spark process died" if dead else
+                    f"timeout after {timeout:.0f} s"}
+        return json.loads(line.split(" ", 1)[1])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()  # type: ignore[union-attr]
+                self.proc.wait(timeout=20)
+            except Exception:  # noqa: BLE001
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+
+def run_flink(job: dict, timeout: float) -> dict:
+    if not Path(FLINK_PY).exists():
+        return {"ok": False, "error": f"no PyFlink venv at {FLINK_PY} (make bench creates it)"}
+    proc = subprocess.Popen([FLINK_PY, str(HERE / "flink_systems.py"), json.dumps(job)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"ok": False, "error": f"timeout after {timeout:.0f} s"}
+    for line in out.splitlines():
+        if line.startswith("@@RESULT "):
+            return json.loads(line.split(" ", 1)[1])
+    with open(HERE / "results" / "flink.log", "a") as f:
+        f.write(out)
+    errors = [ln for ln in out.splitlines() if "Error" in ln or "Exception" in ln]
+    return {"ok": False, "error": (errors[-1] if errors else "no result")[:500]}
+
+
+def measure(spark: SparkServer, system: str, workload: str, n: int, timeout: float) -> dict:
+    if system == "pyflink":
+        data.events_csv(workload, n)
+        return run_flink({"workload": workload, "n": n}, timeout)
+    job: dict = {"workload": workload, "n": n}
+    if system == "sparkcast":
+        job.update(op="sparkcast", mode="element")
+    elif system == "sparkcast-batch":
+        job.update(op="sparkcast", mode="batch")
+    elif system == "foreachbatch":
+        job.update(op="foreachbatch")
+    elif system == "jvm-join":
+        job.update(op="jvm_join")
+    else:
+        job.update(op="pandas_limit")
+    return spark.call(job, timeout)
+
+
+def sizes_for(mode: dict, system: str, workload: str) -> tuple[int, int]:
+    if system in SLOW:
+        return mode["w2_slow"] if workload == "W2" else mode["slow"]
+    return mode["fast"]
+
+
+def steady(small: dict, large: dict) -> dict:
+    out = {"n": [small.get("n"), large.get("n")], "seconds": [small.get("seconds"),
+                                                              large.get("seconds")]}
+    if small.get("ok") and large.get("ok"):
+        dt = large["seconds"] - small["seconds"]
+        dn = large["n"] - small["n"]
+        out["rate"] = dn / dt if dt > 0 else None
+        out["whole_run_s"] = large["seconds"] + (large.get("build_seconds") or 0)
+        out["whole_rate"] = large["n"] / large["seconds"]
+        out["startup_s"] = (small["seconds"] - small["n"] / out["rate"]) if out["rate"] else None
+    else:
+        out["error"] = small.get("error") or large.get("error")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", choices=sorted(MODES), default="quick")
+    parser.add_argument("--only", nargs="*", help="workloads (W1..W6) to run")
+    parser.add_argument("--systems", nargs="*", help="systems to run (default all)")
+    parser.add_argument("--no-report", action="store_true")
+    args = parser.parse_args()
+    mode = MODES[args.mode]
+    only = set(args.only or ["W1", "W2", "W3", "W4", "W5", "W6"])
+    systems = [s for s in SYSTEMS if not args.systems or s in args.systems]
+    (HERE / "results").mkdir(exist_ok=True)
+    started = time.time()
+    results: dict = {"mode": args.mode, "started": datetime.now(UTC).isoformat(
+        timespec="seconds"), "machine": machine(), "throughput": {}, "raw": [],
+        "sizes": {k: v for k, v in mode.items() if k != "timeout"}}
+
+    log("generating data (fixed seed, cached in benchmarks/.data/)")
+    for workload in ("W1", "W2", "W3", "W4"):
+        if workload not in only:
+            continue
+        for system in systems:
+            if workload in SYSTEMS[system][1]:
+                for n in sizes_for(mode, system, workload):
+                    data.events_dir(workload, n)
+                    if system == "pyflink":
+                        data.events_csv(workload, n)
+        data.broadcast_dir(workload)
+
+    spark = SparkServer()
+    spark.start()
+    results["patched"] = spark.patched
+    log("warming up (Python workers, JIT; not counted)")
+    spark.call({"op": "warmup"}, mode["timeout"])
+    for workload in ("W1", "W2", "W3", "W4"):
+        if workload not in only:
+            continue
+        runs = [s for s in systems if workload in SYSTEMS[s][1]
+                and (s != "pyflink" or workload in mode["pyflink"])]
+        raw: dict[str, list[dict]] = {s: [] for s in runs}
+        for index in range(2):
+            order = runs if index == 0 else runs[::-1]
+            for system in order:
+                n = sizes_for(mode, system, workload)[index]
+                result = measure(spark, system, workload, n, mode["timeout"])
+                result["n"] = n
+                raw[system].append(result)
+                results["raw"].append({"workload": workload, "system": system, **result})
+                shown = (f"{result['seconds']:.2f} s" if result.get("ok")
+                         else f"FAILED: {result.get('error', '')[:200]}")
+                log(f"{workload} {system:16s} n={n:>9,} {shown}")
+        results["throughput"][workload] = {s: steady(*raw[s]) for s in runs
+                                           if len(raw[s]) == 2}
+
+    if "W5" in only and mode["w5"]:
+        for latency_mode in ("element", "batch"):
+            job = {"op": "latency", "mode": latency_mode, **mode["w5"]}
+            budget = mode["w5"]["updates"] * mode["w5"]["interval"] + mode["w5"]["warmup"] + 90
+            result = spark.call(job, budget)
+            results.setdefault("latency", {})[latency_mode] = result
+            log(f"W5 sparkcast {latency_mode}: "
+                + (f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
+                   f"{result['seen']}/{result['updates']} updates seen, micro-batch median "
+                   f"{result['batch_ms_median']} ms" if result.get("ok")
+                   else f"FAILED: {result.get('error', '')[:200]}"))
+    spark.stop()
+
+    if "W6" in only and mode["w6"]:
+        w6 = mode["w6"]
+        data.large_broadcast_dir()
+        data.events_csv("W1", w6["n"])
+        data.events_dir("W1", w6["n"])
+        fresh = SparkServer()  # a fresh session: no Python workers left from earlier jobs
+        fresh.start()
+        sc = fresh.call({"op": "memory", **w6}, mode["timeout"])
+        fresh.stop()
+        fl = run_flink({"workload": "W6", "n": w6["n"], "parallelism": w6["parallelism"]},
+                       mode["timeout"])
+        results["memory"] = {"sparkcast": sc, "pyflink": fl, **w6}
+        for name, r in (("sparkcast", sc), ("pyflink", fl)):
+            log(f"W6 {name}: " + (f"peak RSS {r['peak_rss_mb']:.0f} MB (JVM "
+                                 f"{r['peak_jvm_mb']:.0f}, Python {r['peak_python_mb']:.0f}), "
+                                 f"{r['seconds']:.1f} s" if r.get("ok")
+                                 else f"FAILED: {r.get('error', '')[:200]}"))
+
+    results["elapsed_s"] = time.time() - started
+    suffix = "" if not args.only else "-" + "-".join(sorted(only))
+    out = HERE / "results" / f"{args.mode}{suffix}.json"
+    out.write_text(json.dumps(results, indent=1))
+    log(f"results: {out} ({results['elapsed_s']:.0f} s)")
+    if not args.no_report:
+        import report
+
+        report.write(results)
+        log("wrote docs/benchmarks.md and docs/img/")
+        print(report.summary(results))
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(open("/proc/meminfo").readline().split()[1])
+        mem = f"{kb / 1024 / 1024:.0f} GiB"
+    except OSError:
+        pass
+    versions = {}
+    try:
+        out = subprocess.run([MAIN_PY, "-c", "import pyspark, pandas, pyarrow; print("
+                              "pyspark.__version__, pandas.__version__, pyarrow.__version__)"],
+                             capture_output=True, text=True, timeout=60).stdout.split()
+        versions.update(pyspark=out[0], pandas=out[1], pyarrow=out[2])
+    except Exception:  # noqa: BLE001
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem,
+            "os": platform.platform(), "python": platform.python_version(),
+            "java": java.splitlines()[0] if java else "", "load_at_start": os.getloadavg(),
+            **versions}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,437 @@
+"""The Spark-based systems: sparkcast (per element, process_batch), foreachBatch + a re-broadcast
+variable + mapInPandas, and Spark's JVM stream-static broadcast join.
+
+Every run is one streaming query over the same Parquet files (``readStream.parquet``, trigger
+``availableNow``, all files in one micro-batch unless ``files_per_trigger`` is given), writing to
+Spark's ``noop`` sink; the broadcast side is a static Parquet DataFrame. The time of a run is
+from ``start()`` to the end of ``awaitTermination()`` (the query's whole life: planning, every
+micro-batch, commits), plus, separately, the time to build the pipeline.
+
+Run as a process: ``python spark_systems.py`` reads one JSON job per line on stdin and answers
+each with a line ``@@RESULT {...}`` on stdout; one Spark session serves all jobs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import data  # noqa: E402
+import logic  # noqa: E402
+import procmem  # noqa: E402
+
+from sparkcast import (  # noqa: E402
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+
+DIM = MapStateDescriptor("dim", int, float)
+RULES = MapStateDescriptor("rules", int, tuple)
+THRESHOLD = MapStateDescriptor("threshold", str, int)
+MODEL = MapStateDescriptor("model", str, tuple)
+LARGE = MapStateDescriptor("large", int, str)
+
+OUTPUT_SCHEMAS = {
+    "W1": "key int, value double",
+    "W2": "user int, matched int",
+    "W3": "user int, count long, flagged boolean",
+    "W4": "user int, score double",
+    "W6": "key int, size int",
+}
+
+# --------------------------------------------------------------------------------------------
+# sparkcast functions (per element and process_batch); the bodies are logic.py's
+
+
+class Enrich(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        out = logic.enrich(value.key, value.amount, ctx.get_broadcast_state(DIM))
+        if out is not None:
+            yield out
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(DIM).put(value.key, value.weight)
+
+
+class EnrichBatch(Enrich):
+    def process_batch(self, batch, ctx):
+        import pandas as pd
+
+        items = ctx.get_broadcast_state(DIM).items()
+        weights = pd.Series(dict(items), dtype="float64")
+        return logic.enrich_frame(batch, weights)
+
+
+class Rules(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        rules = ctx.get_broadcast_state(RULES).values()
+        yield value.user, logic.match_rules(value.amount, value.country, value.merchant,
+                                            value.hour, value.device, rules)
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value.rule_id, tuple(value))
+
+
+class RulesBatch(Rules):
+    def process_batch(self, batch, ctx):
+        return logic.match_rules_frame(batch, list(ctx.get_broadcast_state(RULES).values()))
+
+
+class Counter(KeyedBroadcastProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
+
+    def process_element(self, value, ctx):
+        threshold = ctx.get_broadcast_state(THRESHOLD).get("threshold")
+        count, flagged = logic.count_and_flag(self.count.value(), threshold)
+        self.count.update(count)
+        yield value.user, count, flagged
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(THRESHOLD).put(value.name, value.value)
+
+
+class Score(BroadcastProcessFunction):
+    def process_element(self, value, ctx):
+        model = ctx.get_broadcast_state(MODEL).get("lr")
+        if model is None:  # an event before the model: dropped, as in Flink
+            return
+        weights, bias = model
+        yield value.user, logic.score(value[1:], weights, bias)
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(MODEL).put(value.name, (tuple(value.weights), value.bias))
+
+
+class ScoreBatch(Score):
+    def process_batch(self, batch, ctx):
+        model = ctx.get_broadcast_state(MODEL).get("lr")
+        return None if model is None else logic.score_frame(batch, *model)
+
+
+class Large(BroadcastProcessFunction):
+    """W6: a 100 MB broadcast state; each event looks one entry up."""
+
+    def process_element(self, value, ctx):
+        payload = ctx.get_broadcast_state(LARGE).get(value.key % data.LARGE_ROWS)
+        yield value.key, len(payload) if payload is not None else -1
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(LARGE).put(value.key, value.payload)
+
+
+VERSION = MapStateDescriptor("version", str, tuple)
+
+
+class Versioned(BroadcastProcessFunction):
+    """W5: every output carries the broadcast version it was computed with."""
+
+    def process_element(self, value, ctx):
+        current = ctx.get_broadcast_state(VERSION).get("v")
+        version, written = current if current is not None else (-1, -1)
+        yield value.key, version, written
+
+    def process_broadcast_element(self, value, ctx):
+        state = ctx.get_broadcast_state(VERSION)
+        current = state.get("v")
+        if current is None or value.version > current[0]:
+            state.put("v", (value.version, value.written_ms))
+
+
+class VersionedBatch(Versioned):
+    def process_batch(self, batch, ctx):
+        import pandas as pd
+
+        current = ctx.get_broadcast_state(VERSION).get("v")
+        version, written = current if current is not None else (-1, -1)
+        return pd.DataFrame({"key": batch["key"].astype("int32"), "version": version,
+                             "written_ms": written})
+
+
+def _percentile(values, q):
+    if not values:
+        return None
+    index = min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))
+    return float(sorted(values)[index])
+
+
+FUNCTIONS = {
+    ("W1", "element"): (Enrich, DIM), ("W1", "batch"): (EnrichBatch, DIM),
+    ("W2", "element"): (Rules, RULES), ("W2", "batch"): (RulesBatch, RULES),
+    ("W3", "element"): (Counter, THRESHOLD),
+    ("W4", "element"): (Score, MODEL), ("W4", "batch"): (ScoreBatch, MODEL),
+    ("W6", "element"): (Large, LARGE),
+}
+
+# --------------------------------------------------------------------------------------------
+# baselines: foreachBatch + a broadcast variable re-made every micro-batch + mapInPandas
+
+
+def _fb_function(workload: str):
+    """Per micro-batch: read the broadcast side, make a broadcast variable, mapInPandas."""
+
+    def body(frames, bc):
+        value = bc.value
+        for frame in frames:
+            if workload == "W1":
+                yield logic.enrich_frame(frame, value)
+            elif workload == "W2":
+                yield logic.match_rules_frame(frame, value)
+            else:
+                yield logic.score_frame(frame, *value)
+
+    def prepare(pdf):
+        import pandas as pd
+
+        if workload == "W1":
+            return pd.Series(pdf["weight"].to_numpy(), index=pdf["key"].to_numpy())
+        if workload == "W2":
+            return [tuple(r) for r in pdf.itertuples(index=False, name=None)]
+        row = pdf.iloc[0]
+        return tuple(row["weights"]), float(row["bias"])
+
+    return body, prepare
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class Runner:
+    def __init__(self) -> None:
+        from sparkcast.spark import session
+        self.spark = session(conf={"spark.sql.shuffle.partitions": "2",
+                                   "spark.default.parallelism": "2"})
+        self.tmp = Path(tempfile.mkdtemp(prefix="sparkcast-bench-"))
+        self.jobs = 0
+
+    def _checkpoint(self) -> str:
+        self.jobs += 1
+        path = self.tmp / f"ckpt-{self.jobs}"
+        shutil.rmtree(path, ignore_errors=True)
+        return str(path)
+
+    def _events(self, workload: str, n: int, files_per_trigger: int | None):
+        source = "W1" if workload == "W6" else workload
+        reader = self.spark.readStream.schema(data.EVENT_SCHEMAS[source])
+        if files_per_trigger:
+            reader = reader.option("maxFilesPerTrigger", files_per_trigger)
+        return reader.parquet(str(data.events_dir(source, n)))
+
+    def _broadcast(self, workload: str, streaming: bool = False):
+        """The broadcast side as a static DataFrame, or (W6, and on request) as a streaming
+        Parquet source. A static side travels inside the pickled plan: at 100 MB PySpark turns
+        that command into a broadcast variable, which transformWithStateInPandas' driver-side
+        worker cannot load (BROADCAST_VARIABLE_NOT_LOADED), so W6 streams it."""
+        if workload == "W6":
+            path, schema = str(data.large_broadcast_dir()), "key int, payload string"
+        else:
+            path, schema = str(data.broadcast_dir(workload)), data.BROADCAST_SCHEMAS[workload]
+        if streaming or workload == "W6":
+            return self.spark.readStream.schema(schema).parquet(path)
+        return self.spark.read.parquet(path)
+
+    def _run_query(self, df, extra=None) -> dict:
+        writer = df.writeStream.format("noop").option("checkpointLocation", self._checkpoint())
+        writer = writer.trigger(availableNow=True)
+        start = time.perf_counter()
+        query = writer.start()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        progress = query.recentProgress
+        rows_in = sum(p["numInputRows"] for p in progress)
+        rows_out = sum((p.get("sink") or {}).get("numOutputRows", 0) or 0 for p in progress)
+        result = {"seconds": seconds, "batches": len([p for p in progress
+                                                      if p["numInputRows"]]),
+                  "rows_in": rows_in, "rows_out": rows_out}
+        if extra:
+            result.update(extra)
+        return result
+
+    def sparkcast(self, workload: str, n: int, mode: str, parallelism: int = 2,
+                  files_per_trigger: int | None = None) -> dict:
+        from sparkcast.spark import Stream
+
+        build = time.perf_counter()
+        cls, desc = FUNCTIONS[(workload, mode)]
+        events = Stream(self._events(workload, n, files_per_trigger))
+        if workload == "W3":
+            events = events.key_by("user")
+        result = events.connect(Stream(self._broadcast(workload)).broadcast(desc)).process(
+            cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
+        main = result.main
+        build = time.perf_counter() - build
+        return self._run_query(main, {"build_seconds": build})
+
+    def foreachbatch(self, workload: str, n: int, files_per_trigger: int | None = None) -> dict:
+        from pyspark.sql.types import _parse_datatype_string
+
+        body, prepare = _fb_function(workload)
+        schema = _parse_datatype_string(OUTPUT_SCHEMAS[workload])
+        spark, broadcast_path = self.spark, str(data.broadcast_dir(workload))
+        counts = []
+
+        def each(batch_df, batch_id):
+            value = prepare(spark.read.parquet(broadcast_path).toPandas())
+            bc = spark.sparkContext.broadcast(value)
+            out = batch_df.mapInPandas(lambda frames: body(frames, bc), schema)
+            out.write.format("noop").mode("overwrite").save()
+            bc.unpersist()
+            counts.append(batch_id)
+
+        writer = self._events(workload, n, files_per_trigger).writeStream.foreachBatch(each)
+        writer = writer.option("checkpointLocation", self._checkpoint()).trigger(availableNow=True)
+        start = time.perf_counter()
+        query = writer.start()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        rows_in = sum(p["numInputRows"] for p in query.recentProgress)
+        return {"seconds": seconds, "batches": len(counts), "rows_in": rows_in, "rows_out": None}
+
+    def jvm_join(self, workload: str, n: int, files_per_trigger: int | None = None) -> dict:
+        from pyspark.sql import functions as F
+
+        assert workload == "W1", "the JVM broadcast join is measured for W1 only"
+        events = self._events(workload, n, files_per_trigger)
+        dim = F.broadcast(self._broadcast(workload))
+        out = events.join(dim, "key").select("key", (F.col("amount") * F.col("weight")).alias(
+            "value"))
+        return self._run_query(out)
+
+    def warmup(self) -> dict:
+        """Start the Python workers and warm the JVM before anything is timed."""
+        for mode in ("element", "batch"):
+            self.sparkcast("W1", 20_000, mode)
+        self.foreachbatch("W1", 100_000)
+        self.jvm_join("W1", 100_000)
+        return {}
+
+    def pandas_limit(self, workload: str, n: int) -> dict:
+        """Single-process pandas: the same vectorized body over all events in this process."""
+        import pandas_limit
+
+        return pandas_limit.run(workload, n)
+
+    def memory(self, n: int, parallelism: int = 8) -> dict:
+        """W6: peak resident memory of the whole job (JVM + Python workers + driver), sampled
+        every 0.25 s; ``before_mb`` is the same tree just before (session up, no job)."""
+        before = procmem.tree_rss(os.getpid())["total"] / 1024 / 1024
+        data.large_broadcast_dir()
+        sampler = procmem.TreeSampler(os.getpid())
+        sampler.start()
+        try:
+            result = self.sparkcast("W6", n, "element", parallelism=parallelism)
+        finally:
+            sampler.stop()
+        result.update(sampler.summary())
+        result["before_mb"] = before
+        return result
+
+    def latency(self, rate: int = 20_000, updates: int = 20, interval: float = 1.5,
+                warmup: float = 8.0, mode: str = "element", timeout: float = 120.0) -> dict:
+        """W5: a rate source at ``rate`` events/s; every ``interval`` s a broadcast update
+        (``version``, ``written_ms``) is written atomically to a JSON file source. Per micro-batch
+        (foreachBatch on ``result.main``) the driver collects the versions present in the output
+        and, for each version seen for the first time, records now - written_ms."""
+        from pyspark.sql import functions as F
+
+        from sparkcast.spark import Stream
+
+        base = self.tmp / f"w5-{self.jobs}"
+        updates_dir = base / "updates"
+        updates_dir.mkdir(parents=True)
+
+        written: dict[int, float] = {}
+
+        def write_update(version: int) -> None:
+            target = updates_dir / f"u{version:05d}.json"
+            tmp = updates_dir / f".u{version:05d}.json"
+            tmp.write_text(json.dumps({"version": version,
+                                       "written_ms": int(time.time() * 1000)}) + "\n")
+            os.rename(tmp, target)
+            written[version] = time.time() * 1000
+
+        write_update(0)
+        main = (self.spark.readStream.format("rate").option("rowsPerSecond", rate)
+                .option("numPartitions", 2).load()
+                .select((F.col("value") % 1000).cast("int").alias("key"),
+                        (F.col("value") % 997).cast("double").alias("amount")))
+        bcast = self.spark.readStream.schema("version long, written_ms long").json(
+            str(updates_dir))
+        cls = VersionedBatch if mode == "batch" else Versioned
+        result = Stream(main).connect(Stream(bcast).broadcast(VERSION)).process(
+            cls(), output_schema="key int, version long, written_ms long", parallelism=2)
+        seen: dict[int, float] = {}
+        batches: list[tuple[int, int, float]] = []
+
+        def each(df, batch_id):
+            # updates written within one micro-batch are applied together: an output with
+            # version V was computed with every update <= V, so each of them is visible now
+            rows = df.groupBy("version").count().collect()
+            now = time.time() * 1000
+            newest = max((r["version"] for r in rows if r["version"] is not None), default=-1)
+            for version, at in list(written.items()):
+                if version <= newest and version not in seen:
+                    seen[version] = now - at
+            batches.append((batch_id, sum(r["count"] for r in rows), now))
+
+        query = (result.main.writeStream.foreachBatch(each)
+                 .option("checkpointLocation", self._checkpoint()).start())
+        try:
+            deadline = time.time() + timeout
+            while 0 not in seen and time.time() < deadline:
+                time.sleep(0.2)
+            time.sleep(warmup)
+            for version in range(1, updates + 1):
+                write_update(version)
+                time.sleep(interval)
+            deadline = time.time() + timeout
+            while updates not in seen and time.time() < deadline:
+                time.sleep(0.2)
+            progress = query.recentProgress
+        finally:
+            query.stop()
+        lat = sorted(v for k, v in seen.items() if k >= 1)
+        durations = sorted(p["durationMs"].get("triggerExecution", 0) for p in progress)
+        return {"latencies_ms": lat, "updates": updates, "seen": len(lat), "rate": rate,
+                "mode": mode,
+                "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99),
+                "batch_ms_median": _percentile(durations, 50),
+                "rows_per_batch_median": _percentile(sorted(p["numInputRows"] for p in progress),
+                                                     50),
+                "processed_per_s": _percentile(sorted(p.get("processedRowsPerSecond") or 0
+                                                      for p in progress), 50)}
+
+
+def serve() -> None:
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything else printed goes to stderr
+    runner = Runner()
+    print("@@READY " + json.dumps({"patched": []}), file=out, flush=True)
+    lock = threading.Lock()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        try:
+            method = getattr(runner, job.pop("op"))
+            result = {"ok": True, **method(**job)}
+        except Exception as exc:  # noqa: BLE001 - report, keep serving
+            result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000],
+                      "trace": traceback.format_exc()[-4000:]}
+        with lock:
+            print("@@RESULT " + json.dumps(result), file=out, flush=True)
+
+
+if __name__ == "__main__":
+    serve()
