@@ -163,7 +163,19 @@ class SubtaskEngine:
             backend.store("held", self.hold.snapshot())
             self.hold.changed = False
         backend.store("broadcast_version", self.broadcast_version)
+        self._sweep_expired()
         backend.flush()
+
+    def _sweep_expired(self) -> None:
+        """Let tables that can (Spark's) drop keys whose TTL state has all expired, so keys never
+        touched again do not stay stored forever (Flink's incremental cleanup)."""
+        for name, descriptor in self._keyed_descriptors.items():
+            sweep = getattr(self.keyed_tables[name], "sweep", None)
+            if descriptor.ttl_config is None or sweep is None:
+                continue
+            state = self._keyed_states[name]
+            sweep(lambda stored, state=state: not has_live_value(state, stored),
+                  self.processing_time)
 
     def take_outputs(self) -> list[OutputRecord]:
         """The outputs since the last call, as ``(tag, value, timestamp, batch)`` tuples (the

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import OrderedDict
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from sparkcast.core import codec
@@ -28,6 +28,7 @@ from sparkcast.core.backend import StateBackend
 from sparkcast.spark.blobs import load_value, store_value
 
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
+SWEEP_BUCKETS = 2  # extra buckets per TTL descriptor swept each micro-batch
 _CACHE_SIZE = 16
 
 # (pipeline id, descriptor name, broadcast version) -> (frozen entries, seq per key)
@@ -263,6 +264,19 @@ class BucketedTable(MutableMapping):
     def __len__(self) -> int:
         self._load_all()
         return sum(len(entries) for entries in self._loaded.values())
+
+    def sweep(self, is_dead: Callable[[Any], bool], clock: int) -> None:
+        """Drop dead entries from the buckets this batch loaded and from ``SWEEP_BUCKETS`` more,
+        rotating with the clock, so every bucket is swept now and then."""
+        start = clock // 1000
+        extra = {(start + i) % self._buckets for i in range(min(SWEEP_BUCKETS, self._buckets))}
+        for index in sorted(set(self._loaded) | extra):
+            entries = self._bucket(index)
+            dead = [key for key, stored in entries.items() if is_dead(stored)]
+            for key in dead:
+                del entries[key]
+            if dead:
+                self._dirty.add(index)
 
     def write_changes(self) -> None:
         for index in sorted(self._dirty):

@@ -1,0 +1,143 @@
+"""The Spark state backend's logic over in-memory stand-ins for Spark's MapState handles (the
+same calls, no JVM): buckets, broadcast order and caching, write-back, TTL sweeps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkcast import (
+    KeyedBroadcastProcessFunction,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    StateTtlConfig,
+    Time,
+    ValueStateDescriptor,
+)
+from sparkcast.core import SubtaskEngine
+from sparkcast.spark import state as spark_state
+from sparkcast.spark.state import SparkStateBackend, SparkStates
+
+RULES = MapStateDescriptor("rules", str, object)
+
+
+class FakeMapState:
+    """PySpark's MapState API over a dict: keys and values are tuples."""
+
+    def __init__(self) -> None:
+        self.data: dict[tuple, tuple] = {}
+        self.calls = 0
+
+    def getValue(self, key: tuple) -> tuple | None:  # noqa: N802 - PySpark's names
+        self.calls += 1
+        return self.data.get(key)
+
+    def updateValue(self, key: tuple, value: tuple) -> None:  # noqa: N802
+        self.calls += 1
+        self.data[key] = value
+
+    def removeKey(self, key: tuple) -> None:  # noqa: N802
+        self.calls += 1
+        self.data.pop(key, None)
+
+    def iterator(self) -> Any:
+        self.calls += 1
+        return iter(list(self.data.items()))
+
+
+class FakeHandle:
+    def __init__(self) -> None:
+        self.states: dict[str, FakeMapState] = {}
+
+    def getMapState(self, name: str, key_schema: str, value_schema: str) -> FakeMapState:  # noqa: N802
+        return self.states.setdefault(name, FakeMapState())
+
+
+def ttl_count() -> ValueStateDescriptor:
+    descriptor = ValueStateDescriptor("count", int)
+    descriptor.enable_time_to_live(StateTtlConfig.new_builder(Time.seconds(10)).build())
+    return descriptor
+
+
+class Counter(KeyedBroadcastProcessFunction):
+    def __init__(self, count: ValueStateDescriptor) -> None:
+        self.descriptor = count
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(self.descriptor)
+        self.seen = runtime_context.get_list_state(ListStateDescriptor("seen", str))
+
+    def process_element(self, value, ctx):
+        self.count.update((self.count.value() or 0) + 1)
+        self.seen.add(value)
+        yield value, self.count.value(), len(ctx.get_broadcast_state(RULES))
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value[0], value[1])
+
+
+def engine_over(handle: FakeHandle, function: Any, pipeline: str = "p") -> SubtaskEngine:
+    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    backend = SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused")
+    engine = SubtaskEngine(function, [RULES], backend)
+    engine.open()
+    return engine
+
+
+def batch(engine: SubtaskEngine, handle: FakeHandle, values: list[str], now: int,
+          pipeline: str = "p") -> list[Any]:
+    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    engine.bind(SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused"))
+    engine.run_micro_batch([], values, None, values, processing_time=now)
+    engine.flush()
+    return [value for _, value, _, _ in engine.take_outputs()]
+
+
+def test_state_survives_a_new_engine_and_buckets_bound_the_state_calls():
+    handle = FakeHandle()
+    first = engine_over(handle, Counter(ValueStateDescriptor("count", int)))
+    keys = [f"user-{i}" for i in range(200)]
+    assert len(batch(first, handle, keys + keys, now=1_000)) == 400
+    count_state = next(s for n, s in handle.states.items() if n.startswith("k_count"))
+    assert len(count_state.data) <= 8  # 200 keys in 8 buckets
+    assert count_state.calls <= 16  # one read and one write per touched bucket
+    second = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="q")
+    assert batch(second, handle, ["user-7"], now=2_000, pipeline="q") == [("user-7", 3, 0)]
+
+
+def test_a_list_mutated_in_place_is_written_back():
+    handle = FakeHandle()
+    engine = engine_over(handle, Counter(ValueStateDescriptor("count", int)))
+    batch(engine, handle, ["a", "a"], now=1_000)
+    fresh = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="q")
+    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    fresh.bind(SparkStateBackend(states, "q", buckets=8, blob_dir="/tmp/unused"))
+    fresh.current_key = "a"
+    assert list(fresh.keyed_state(ListStateDescriptor("seen", str)).get()) == ["a", "a"]
+
+
+def test_broadcast_state_keeps_insertion_order_and_is_shared_per_worker_by_version():
+    handle = FakeHandle()
+    engine = engine_over(handle, Counter(ValueStateDescriptor("count", int)))
+    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    engine.bind(SparkStateBackend(states, "p", buckets=8, blob_dir="/tmp/unused"))
+    for name in ["zeta", "alpha", "mid"]:
+        engine.process_broadcast_element((name, {"limit": len(name)}))
+    engine.flush()
+    spark_state._BROADCAST_CACHE.clear()
+    reader = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="r")
+    assert list(reader.read_only_view(RULES).keys()) == ["zeta", "alpha", "mid"]
+    other = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="r")
+    assert other.read_only_view(RULES).get("mid") is reader.read_only_view(RULES).get("mid")
+
+
+def test_expired_keys_never_touched_again_are_swept_from_spark_state():
+    handle = FakeHandle()
+    engine = engine_over(handle, Counter(ttl_count()))
+    batch(engine, handle, [f"old-{i}" for i in range(100)], now=1_000)
+    count_state = next(s for n, s in handle.states.items() if n.startswith("k_count"))
+    assert sum(len(v[0]) for v in count_state.data.values()) > 0
+    for second in range(20, 40):  # TTL 10 s has passed; each batch touches one other key
+        batch(engine, handle, ["live"], now=second * 1_000)
+    remaining = [key for blob in count_state.data.values()
+                 for key, _ in spark_state._decode_bucket(blob[0]).items()]
+    assert remaining == ["live"]
