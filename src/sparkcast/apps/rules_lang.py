@@ -23,289 +23,32 @@ Grammar (keywords are case-insensitive)::
 >>> rule = compile_rule("amount > 5000 AND ip_country != card_country", FIELDS)
 >>> rule.evaluate(frame)          # a boolean pandas Series, one value per row
 """
-
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sparkcast.errors import SparkcastError
+from sparkcast.apps.rules_syntax import (
+    COMPARISONS,
+    Binary,
+    Call,
+    Field,
+    In,
+    Kind,
+    Literal_,
+    Node,
+    RuleError,
+    Unary,
+    parse,
+)
 
-Kind = Literal["num", "str", "bool"]
-
-
-class RuleError(SparkcastError, ValueError):
-    """A rule that does not parse or does not type-check; ``position`` is a 0-based offset."""
-
-    def __init__(self, message: str, text: str, position: int | None = None) -> None:
-        self.message = message
-        self.text = text
-        self.position = position
-        where = "" if position is None else f" at column {position + 1}"
-        super().__init__(f"{message}{where}: {text!r}")
-
-
-# ------------------------------------------------------------------------------------- lexer
-
-@dataclass(frozen=True)
-class Token:
-    kind: str  # NUMBER STRING NAME OP KEYWORD EOF
-    value: Any
-    position: int
-
-
-KEYWORDS = {"AND", "OR", "NOT", "IN", "BETWEEN", "TRUE", "FALSE"}
-FUNCTIONS = {"ABS": "num", "LOWER": "str", "UPPER": "str"}
-_TOKEN = re.compile(r"""
-    (?P<space>\s+)
-  | (?P<number>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
-  | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
-  | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<op>==|!=|<>|<=|>=|[-+*/%<>=(),])
-""", re.VERBOSE)
-_ESCAPE = re.compile(r"\\(.)")
-MAX_RULE_LENGTH = 2_000
-
-
-def tokenize(text: str) -> list[Token]:
-    if len(text) > MAX_RULE_LENGTH:
-        raise RuleError(f"rule is longer than {MAX_RULE_LENGTH} characters", text[:40] + "…")
-    tokens: list[Token] = []
-    position = 0
-    while position < len(text):
-        match = _TOKEN.match(text, position)
-        if match is None:
-            bad = text[position]
-            if bad in "'\"":
-                raise RuleError("unterminated string", text, position)
-            raise RuleError(f"unexpected character {bad!r}", text, position)
-        kind = match.lastgroup
-        raw = match.group()
-        if kind == "number":
-            tokens.append(Token("NUMBER", float(raw) if any(c in raw for c in ".eE") else int(raw),
-                                position))
-        elif kind == "string":
-            tokens.append(Token("STRING", _ESCAPE.sub(r"\1", raw[1:-1]), position))
-        elif kind == "name":
-            upper = raw.upper()
-            if upper in KEYWORDS or upper in FUNCTIONS:
-                tokens.append(Token("KEYWORD", upper, position))
-            else:
-                tokens.append(Token("NAME", raw, position))
-        elif kind == "op":
-            tokens.append(Token("OP", "==" if raw == "=" else "!=" if raw == "<>" else raw,
-                                position))
-        position = match.end()
-    tokens.append(Token("EOF", None, len(text)))
-    return tokens
-
-
-# -------------------------------------------------------------------------------------- tree
-
-@dataclass(frozen=True)
-class Literal_:
-    value: Any
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    position: int
-
-
-@dataclass(frozen=True)
-class Unary:
-    op: str  # "-" or "NOT"
-    operand: Node
-
-
-@dataclass(frozen=True)
-class Binary:
-    op: str  # arithmetic, comparison, AND, OR
-    left: Node
-    right: Node
-    position: int
-
-
-@dataclass(frozen=True)
-class In:
-    operand: Node
-    values: tuple[Any, ...]
-    negated: bool
-    position: int
-
-
-@dataclass(frozen=True)
-class Call:
-    function: str
-    argument: Node
-    position: int
-
-
-Node = Literal_ | Field | Unary | Binary | In | Call
-COMPARISONS = {"==", "!=", "<", "<=", ">", ">="}
-
-
-class Parser:
-    """Recursive descent over the token list; one method per grammar rule."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = tokenize(text)
-        self.index = 0
-
-    def parse(self) -> Node:
-        if self.peek().kind == "EOF":
-            raise RuleError("empty rule", self.text, 0)
-        node = self.or_expr()
-        token = self.peek()
-        if token.kind != "EOF":
-            raise RuleError(f"unexpected {_describe(token)}", self.text, token.position)
-        return node
-
-    # helpers
-    def peek(self) -> Token:
-        return self.tokens[self.index]
-
-    def advance(self) -> Token:
-        token = self.tokens[self.index]
-        self.index += 1
-        return token
-
-    def accept(self, kind: str, *values: Any) -> Token | None:
-        token = self.peek()
-        if token.kind == kind and (not values or token.value in values):
-            return self.advance()
-        return None
-
-    def expect(self, kind: str, value: Any, what: str) -> Token:
-        token = self.accept(kind, value)
-        if token is None:
-            found = self.peek()
-            raise RuleError(f"expected {what}, found {_describe(found)}", self.text,
-                            found.position)
-        return token
-
-    # grammar
-    def or_expr(self) -> Node:
-        node = self.and_expr()
-        while (token := self.accept("KEYWORD", "OR")) is not None:
-            node = Binary("OR", node, self.and_expr(), token.position)
-        return node
-
-    def and_expr(self) -> Node:
-        node = self.not_expr()
-        while (token := self.accept("KEYWORD", "AND")) is not None:
-            node = Binary("AND", node, self.not_expr(), token.position)
-        return node
-
-    def not_expr(self) -> Node:
-        if self.accept("KEYWORD", "NOT") is not None:
-            return Unary("NOT", self.not_expr())
-        return self.comparison()
-
-    def comparison(self) -> Node:
-        left = self.sum()
-        token = self.peek()
-        if token.kind == "OP" and token.value in COMPARISONS:
-            self.advance()
-            return Binary(token.value, left, self.sum(), token.position)
-        negated = False
-        if token.kind == "KEYWORD" and token.value == "NOT":
-            following = self.tokens[self.index + 1]
-            if following.kind == "KEYWORD" and following.value in ("IN", "BETWEEN"):
-                self.advance()
-                negated = True
-        if self.accept("KEYWORD", "IN") is not None:
-            return self.in_list(left, negated, token.position)
-        if self.accept("KEYWORD", "BETWEEN") is not None:
-            low = self.sum()
-            self.expect("KEYWORD", "AND", "AND of BETWEEN … AND …")
-            high = self.sum()
-            node: Node = Binary("AND", Binary(">=", left, low, token.position),
-                                Binary("<=", left, high, token.position), token.position)
-            return Unary("NOT", node) if negated else node
-        return left
-
-    def in_list(self, left: Node, negated: bool, position: int) -> Node:
-        self.expect("OP", "(", "'(' after IN")
-        values = [self.literal()]
-        while self.accept("OP", ",") is not None:
-            values.append(self.literal())
-        self.expect("OP", ")", "',' or ')' in the IN list")
-        return In(left, tuple(values), negated, position)
-
-    def literal(self) -> Any:
-        negative = self.accept("OP", "-") is not None
-        token = self.advance()
-        if token.kind == "NUMBER":
-            return -token.value if negative else token.value
-        if not negative and token.kind == "STRING":
-            return token.value
-        if not negative and token.kind == "KEYWORD" and token.value in ("TRUE", "FALSE"):
-            return token.value == "TRUE"
-        raise RuleError(f"IN lists hold literals only, found {_describe(token)}", self.text,
-                        token.position)
-
-    def sum(self) -> Node:
-        node = self.product()
-        while (token := self.accept("OP", "+", "-")) is not None:
-            node = Binary(token.value, node, self.product(), token.position)
-        return node
-
-    def product(self) -> Node:
-        node = self.unary()
-        while (token := self.accept("OP", "*", "/", "%")) is not None:
-            node = Binary(token.value, node, self.unary(), token.position)
-        return node
-
-    def unary(self) -> Node:
-        if self.accept("OP", "-") is not None:
-            operand = self.unary()
-            if isinstance(operand, Literal_) and isinstance(operand.value, (int, float)):
-                return Literal_(-operand.value)
-            return Unary("-", operand)
-        return self.primary()
-
-    def primary(self) -> Node:
-        token = self.advance()
-        if token.kind in ("NUMBER", "STRING"):
-            return Literal_(token.value)
-        if token.kind == "KEYWORD" and token.value in ("TRUE", "FALSE"):
-            return Literal_(token.value == "TRUE")
-        if token.kind == "KEYWORD" and token.value in FUNCTIONS:
-            self.expect("OP", "(", f"'(' after {token.value}")
-            argument = self.sum()
-            self.expect("OP", ")", f"')' closing {token.value}(")
-            return Call(token.value, argument, token.position)
-        if token.kind == "NAME":
-            return Field(token.value, token.position)
-        if token.kind == "OP" and token.value == "(":
-            node = self.or_expr()
-            self.expect("OP", ")", "')'")
-            return node
-        raise RuleError(f"expected a value, found {_describe(token)}", self.text, token.position)
-
-
-def _describe(token: Token) -> str:
-    if token.kind == "EOF":
-        return "end of rule"
-    if token.kind == "STRING":
-        return f"string {token.value!r}"
-    return f"{token.value!r}"
-
-
-def parse(text: str) -> Node:
-    """The syntax tree of a rule; raises :class:`RuleError` with the column of the problem."""
-    if not isinstance(text, str):
-        raise RuleError("a rule is a string", repr(text))
-    return Parser(text).parse()
+__all__ = ["Binary", "CompiledRule", "Field", "In", "Kind", "Literal_", "RuleError", "compile_rule",
+           "parse"]
 
 
 # ----------------------------------------------------------------------------- type checking
