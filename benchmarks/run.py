@@ -72,7 +72,6 @@ class SparkServer:
     def __init__(self) -> None:
         self.proc: subprocess.Popen | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
-        self.patched: list[str] = []
 
     def start(self, timeout: float = 180) -> None:
         self.lines = queue.Queue()
@@ -87,7 +86,6 @@ class SparkServer:
         if line is None:
             self.stop()
             raise RuntimeError("the Spark benchmark process did not start")
-        self.patched = json.loads(line.split(" ", 1)[1] or "{}").get("patched", [])
 
     @staticmethod
     def _pump(proc: subprocess.Popen, lines: queue.Queue) -> None:
@@ -226,7 +224,6 @@ def main() -> None:
 
     spark = SparkServer()
     spark.start()
-    results["patched"] = spark.patched
     log("warming up (Python workers, JIT; not counted)")
     spark.call({"op": "warmup"}, mode["timeout"])
     for workload in ("W1", "W2", "W3", "W4"):

@@ -417,7 +417,7 @@ def serve() -> None:
     out = sys.stdout
     sys.stdout = sys.stderr  # anything else printed goes to stderr
     runner = Runner()
-    print("@@READY " + json.dumps({"patched": []}), file=out, flush=True)
+    print("@@READY", file=out, flush=True)
     lock = threading.Lock()
     for line in sys.stdin:
         if not line.strip():

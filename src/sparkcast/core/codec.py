@@ -110,11 +110,11 @@ def _tagged_from_json(data: dict) -> Any:
     if tag == "$r":
         return row_type(tuple(body))._make(_from_json(v) for v in data["v"])
     if tag == "$m":
-        return {_hashable(_from_json(k)): _from_json(v) for k, v in body}
+        return {hashable(_from_json(k)): _from_json(v) for k, v in body}
     if tag == "$b":
         return base64.b64decode(body)
     if tag == "$s":
-        return {_hashable(_from_json(v)) for v in body}
+        return {hashable(_from_json(v)) for v in body}
     if tag == "$dt":
         return datetime.datetime.fromisoformat(body)
     if tag == "$d":
@@ -131,10 +131,11 @@ def _tagged_from_json(data: dict) -> Any:
     raise StateSerializationError(f"unknown codec tag {tag!r}: state written by a newer sparkcast?")
 
 
-def _hashable(value: Any) -> Any:
+def hashable(value: Any) -> Any:
+    """Lists decoded from JSON as tuples, so decoded keys can key dicts and sets again."""
     # Dict keys and set members must hash: a frozenset (or a tuple holding one) decodes as a set.
     if isinstance(value, list) or type(value) is tuple:
-        return tuple(_hashable(v) for v in value)
+        return tuple(hashable(v) for v in value)
     if isinstance(value, set):
         return frozenset(value)
     return value

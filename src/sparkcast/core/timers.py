@@ -64,12 +64,9 @@ class TimerQueue:
     def restore(self, entries: list[list[Any]]) -> None:
         self._heap, self._keys = [], {}
         for ts, key in entries:
-            self.register(ts, _hashable(key))
+            self.register(ts, codec.hashable(key))
         self.changed = False
 
-
-def _hashable(value: Any) -> Any:
-    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 _GONE: Any = object()

@@ -28,7 +28,7 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, defines
 from sparkcast.api.options import ProcessOptions, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
-from sparkcast.core.engine import SubtaskEngine, check_broadcast
+from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function
 from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import default_blob_dir
 from sparkcast.spark.corrupt import split_corrupt
@@ -159,7 +159,7 @@ def discover_keyed_state(function: BaseBroadcastProcessFunction,
     """Open a copy of the function on the driver: Spark declares state variables before data
     arrives, so keyed state must be known now, and a broken ``open`` fails here, not in a
     worker."""
-    engine = SubtaskEngine(copy.deepcopy(function), descriptors, DictBackend(), options=options,
+    engine = SubtaskEngine(fresh_function(function), descriptors, DictBackend(), options=options,
                            parallelism=parallelism)
     engine.open()
     engine.close()

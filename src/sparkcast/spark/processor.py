@@ -13,7 +13,6 @@ starts from the checkpointed state, never from memory.
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -24,7 +23,12 @@ from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
 from sparkcast.api.row import row_type
 from sparkcast.api.timers import TimeDomain
-from sparkcast.core.engine import BroadcastElement, SubtaskEngine, order_broadcast
+from sparkcast.core.engine import (
+    BroadcastElement,
+    SubtaskEngine,
+    fresh_function,
+    order_broadcast,
+)
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.rows import OutputEncoder, rows_of
@@ -85,7 +89,7 @@ class BroadcastProcessor(StatefulProcessor):
                                     plan.blob_store)
         engine = _ENGINES.get((plan.pipeline_id, subtask))
         if engine is None:
-            engine = SubtaskEngine(copy.deepcopy(plan.function), plan.broadcast_descriptors,
+            engine = SubtaskEngine(fresh_function(plan.function), plan.broadcast_descriptors,
                                    backend, options=plan.options, subtask_index=subtask,
                                    parallelism=plan.parallelism)
             engine.open()

@@ -111,8 +111,8 @@ class SparkStateBackend(StateBackend):
         rows = [row for (_,), (blob,) in self._states.broadcast[name].iterator()
                 for row in load_value(bytes(blob))]
         rows.sort(key=lambda row: row[1])
-        entries = {_hashable(key): value for key, _, value in rows}
-        seqs = {_hashable(key): seq for key, seq, _ in rows}
+        entries = {codec.hashable(key): value for key, _, value in rows}
+        seqs = {codec.hashable(key): seq for key, seq, _ in rows}
         _remember(self._pipeline_id, name, version, entries, seqs)
         return entries, seqs
 
@@ -126,9 +126,6 @@ def _remember(pipeline_id: str, name: str, version: str, entries: dict, seqs: di
     while len(_BROADCAST_CACHE) > _CACHE_SIZE:
         _BROADCAST_CACHE.popitem(last=False)
 
-
-def _hashable(value: Any) -> Any:
-    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
 
 
 class BroadcastTable(MutableMapping):
@@ -306,4 +303,4 @@ def stable_key_bytes(key: Any) -> bytes:
 
 
 def _decode_bucket(blob: Any) -> dict[Any, Any]:
-    return {_hashable(k): v for k, v in codec.decode(bytes(blob))}
+    return {codec.hashable(k): v for k, v in codec.decode(bytes(blob))}
