@@ -88,3 +88,16 @@ def test_process_options_are_frozen():
 def test_hold_overflow_is_an_output_tag():
     assert isinstance(HOLD_OVERFLOW, OutputTag)
     assert HOLD_OVERFLOW.tag_id == "hold_overflow"
+
+
+def test_a_descriptor_wide_condition_survives_shipping_to_the_workers():
+    """The plan reaches Spark's workers pickled; a hold on "any key" must still mean that
+    there (an ``object()`` sentinel arrived as a copy, and such holds never released)."""
+    import pickle
+
+    from sparkcast.core.hold import HoldBuffer
+
+    (condition,) = pickle.loads(pickle.dumps(ready_conditions([RULES], [RULES])))
+    buffer = HoldBuffer((condition,), capacity=10)
+    buffer.refresh({"rules": {"r1": 1}})
+    assert buffer.ready

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,7 +14,16 @@ from sparkcast.errors import PipelineError
 #: Where main elements go when the hold-until-ready buffer is full (never dropped).
 HOLD_OVERFLOW = OutputTag("hold_overflow")
 
-ANY_KEY: Any = object()
+
+
+class _Sentinel(enum.Enum):
+    ANY_KEY = "any key"
+
+
+#: "the state holds anything". An enum member, not ``object()``: the plan is pickled to the
+#: workers, and a plain object would arrive as a copy that no ``is`` check matches (every
+#: descriptor-wide hold then waited forever on Spark).
+ANY_KEY: Any = _Sentinel.ANY_KEY
 
 TimeAlignment = Literal["batch", "event"]
 OnError = Literal["dead_letter", "fail"]
