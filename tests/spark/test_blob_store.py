@@ -63,7 +63,9 @@ def test_large_broadcast_state_is_stored_once_for_all_subtasks(spark, tmp_path):
     events = spark.createDataFrame([(i,) for i in range(40)], "x long")
     model = spark.createDataFrame([(size,)], "size long")
     result = Stream(events).connect(Stream(model).broadcast(MODEL)).process(
-        LoadModel(), "x long, n long", parallelism=4, blob_store=str(tmp_path / "blobs"))
+        LoadModel(), "x long, n long", parallelism=4, blob_store=str(tmp_path / "blobs"),
+        hold_until_ready=[MODEL])  # held events need state: the operator path, not stateless.py
+    assert not result.plan.stateless
     rows = result.main.collect()
     assert sorted(r.x for r in rows) == list(range(40))
     assert {r.n for r in rows} == {size}

@@ -5,7 +5,8 @@ Both inputs become one tagged DataFrame (DESIGN.md §4)::
     main      ─ select(_subtask, _ts, _seq, m_0 … m_k) ─ mapInArrow(one blob per subtask) ─┐
     broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ───────────────┴ union
 
-grouped by ``_subtask`` into one ``transformWithStateInPandas`` operator. ``_subtask`` values are
+grouped by ``_subtask`` into one ``transformWithStateInPandas`` operator, unless the function
+needs no state (non-keyed, static broadcast side): then ``stateless.py``'s one ``mapInArrow``. ``_subtask`` values are
 chosen so that Spark's hash partitioning sends the P subtasks to distinct partitions (otherwise
 two subtasks can share a task while a core idles). ``_seq`` is a content hash that orders rows
 with equal timestamps the same way in every run.
@@ -33,6 +34,7 @@ from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import default_blob_dir
 from sparkcast.spark.corrupt import split_corrupt
 from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
+from sparkcast.spark.stateless import needs_no_state
 
 RESERVED = ("_tag", "_ts", "_payload")
 MAX_STATIC_BROADCAST_ROWS = 1_000_000
@@ -78,6 +80,7 @@ class RuntimePlan:
     blob_store: str
     blob_store_chosen: bool = False
     static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
+    stateless: bool = False  # the shuffle-free path (stateless.py)
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
@@ -140,17 +143,31 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         corrupt_input=corrupt,
         spark=spark,
     )
+    if broadcast.df.isStreaming and not main.isStreaming:
+        raise PipelineError("a streaming broadcast stream needs a streaming main stream")
+    if not broadcast.df.isStreaming and (main.isStreaming or _may_skip_state(plan, broadcast)):
+        plan.static_broadcast = _collect_static(broadcast, spec.event_time)
+        plan.stateless = needs_no_state(plan)
+    if plan.stateless:
+        plan.tagged_input = main.select(
+            _millis(main, spec.event_time).alias("_ts"),
+            *[F.col(f"`{c}`").alias(f"m_{i}") for i, c in enumerate(main.columns)])
+        return plan
     main_tagged = _tag_main(main, key_columns, groups, spec.event_time)
     if main.isStreaming and not broadcast.df.isStreaming:
-        plan.static_broadcast = _collect_static(broadcast, spec.event_time)
         plan.tagged_input = main_tagged
-    else:
-        if broadcast.df.isStreaming and not main.isStreaming:
-            raise PipelineError("a streaming broadcast stream needs a streaming main stream")
-        bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
-        plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(
-            bcast)
+        return plan
+    plan.static_broadcast = []
+    bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
+    plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     return plan
+
+
+def _may_skip_state(plan: RuntimePlan, broadcast: Any) -> bool:
+    """Batch inputs: a small broadcast side applied before all main rows (batch alignment) is a
+    static one, and may take the shuffle-free path."""
+    return (not plan.keyed and plan.options.time_alignment == "batch"
+            and broadcast.df.count() <= MAX_STATIC_BROADCAST_ROWS)
 
 
 def discover_keyed_state(function: BaseBroadcastProcessFunction,

@@ -21,7 +21,6 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
-from sparkcast.api.row import row_type
 from sparkcast.api.timers import TimeDomain
 from sparkcast.core.engine import (
     BroadcastElement,
@@ -31,7 +30,7 @@ from sparkcast.core.engine import (
 )
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.rows import OutputEncoder, rows_of
+from sparkcast.spark.rows import OutputEncoder, main_input, rows_of
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 
 _ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
@@ -114,15 +113,11 @@ class BroadcastProcessor(StatefulProcessor):
             return broadcast, [], None, None
         plan = self.plan
         table = unpack_main(blobs, ordered=plan.keyed or plan.options.time_alignment == "event")
-        timestamps = table.column(0).to_pylist()
-        fields = self.plan.main_fields
-        if engine.vectorized:
-            main = table.drop_columns(["_ts", "_seq"]).rename_columns(list(fields)).to_pandas()
+        main, timestamps = main_input(table, 2, plan.main_fields, engine.vectorized)
+        if not plan.keyed or engine.vectorized:
             return broadcast, main, timestamps, None
-        columns = [table.column(2 + i).to_pylist() for i in range(len(fields))]
-        rows = list(map(row_type(fields)._make, zip(*columns, strict=True)))
-        keys = _keys(columns, self.plan.key_positions) if self.plan.keyed else None
-        return broadcast, rows, timestamps, keys
+        keys = _keys([table.column(2 + p).to_pylist() for p in plan.key_positions])
+        return broadcast, main, timestamps, keys
 
     def _broadcast_elements(self, frame: pd.DataFrame) -> list[BroadcastElement]:
         values = rows_of(frame, _BLOB + 2, self.plan.broadcast_fields, self.broadcast_integral)
@@ -161,10 +156,8 @@ def _optional_ints(series: pd.Series) -> list[int | None]:
     return [None if pd.isna(v) else int(v) for v in series.tolist()]
 
 
-def _keys(columns: list[list[Any]], positions: tuple[int, ...]) -> list[Any]:
-    if len(positions) == 1:
-        return columns[positions[0]]
-    return list(zip(*[columns[p] for p in positions], strict=True))
+def _keys(columns: list[list[Any]]) -> list[Any]:
+    return columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
 
 
 def _is_nan(value: Any) -> bool:

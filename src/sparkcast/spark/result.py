@@ -90,19 +90,22 @@ class ProcessResult:
 
 def _operator(plan: RuntimePlan) -> DataFrame:
     from sparkcast.spark.processor import BroadcastProcessor
+    from sparkcast.spark.stateless import stateless_operator
 
     assert plan.tagged_input is not None
     schema = plan.tagged_input.schema
     broadcast_types = [schema[f"b_{i}"].dataType for i in range(len(plan.broadcast_fields))
                        if f"b_{i}" in schema.fieldNames()]
-    processor = BroadcastProcessor(plan.for_workers(), broadcast_types)
     output = StructType([StructField("_tag", StringType()),
                          StructField("_ts", schema["_ts"].dataType),
                          StructField("_payload", StringType()),
                          *plan.output_schema.fields])
-    tagged = plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
-        statefulProcessor=processor, outputStructType=output, outputMode="Append",
-        timeMode=plan.time_mode)
+    if plan.stateless:
+        tagged = stateless_operator(plan, output)
+    else:
+        tagged = plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
+            statefulProcessor=BroadcastProcessor(plan.for_workers(), broadcast_types),
+            outputStructType=output, outputMode="Append", timeMode=plan.time_mode)
     if plan.corrupt_input is None:
         return tagged
     from sparkcast.spark.corrupt import corrupt_letters

@@ -41,6 +41,18 @@ def column_values(series: pd.Series) -> list[Any]:
     return values
 
 
+def main_input(table: pa.Table, first: int, fields: tuple[str, ...], vectorized: bool
+               ) -> tuple[Any, list[int | None]]:
+    """Main values from the columns ``first …`` of an Arrow table whose column 0 is ``_ts``:
+    one pandas frame for ``process_batch``, else one Row per row."""
+    timestamps = table.column(0).to_pylist()
+    body = table.select(list(range(first, first + len(fields))))
+    if vectorized:
+        return body.rename_columns(list(fields)).to_pandas(), timestamps
+    columns = [column.to_pylist() for column in body.columns]
+    return list(map(row_type(fields)._make, zip(*columns, strict=True))), timestamps
+
+
 def _is_null(value: Any) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
@@ -122,6 +134,10 @@ class OutputEncoder:
 
     def encode(self, records: list[OutputRecord], subtask: int) -> list[pd.DataFrame]:
         """Output frames (none when there is nothing: Spark wants no frame, not an empty one)."""
+        return [_to_pandas(t) for t in self.encode_tables(records, subtask)]
+
+    def encode_tables(self, records: list[OutputRecord], subtask: int) -> list[pa.Table]:
+        """The same as Arrow tables, none of them empty."""
         main: list[tuple[Any, ...]] = []
         main_ts: list[int | None] = []
         frames: list[pd.DataFrame] = []
@@ -145,7 +161,7 @@ class OutputEncoder:
         tables = [self._main_table(main, main_ts, extra, subtask)]
         tables += [self._frame_table(f, extra, subtask) for f in frames]
         tables.append(self._extra_table(extra))
-        return [_to_pandas(t) for t in tables if t is not None and t.num_rows]
+        return [t for t in tables if t is not None and t.num_rows]
 
     def _main_value(self, record: OutputRecord, main: list, main_ts: list, extra: list,
                     subtask: int) -> None:

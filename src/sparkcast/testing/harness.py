@@ -134,12 +134,16 @@ class BroadcastHarness:
         processing_time: int | None = None,
     ) -> None:
         """One Spark micro-batch as the runtime runs it: broadcast elements in their deterministic
-        order, then main elements (merged by event time with ``time_alignment="event"``)."""
+        order, then main elements (merged by event time with ``time_alignment="event"``).
+        ``main`` may be a pandas DataFrame for a function with ``process_batch``."""
         self._ensure_open()
         b_times = broadcast_timestamps or [None] * len(broadcast)
         elements = [BroadcastElement(v, t) for v, t in zip(broadcast, b_times, strict=True)]
-        keys = [self._key(v) for v in main] if isinstance(self, KeyedBroadcastHarness) else None
-        self.engine.run_micro_batch(elements, list(main), main_timestamps, keys,
+        frame = hasattr(main, "iloc")  # a pandas DataFrame, for process_batch: kept whole
+        values = main if frame else list(main)
+        keyed = isinstance(self, KeyedBroadcastHarness) and not frame
+        keys = [self._key(v) for v in values] if keyed else None
+        self.engine.run_micro_batch(elements, values, main_timestamps, keys,
                                     watermark=watermark, processing_time=processing_time)
         self._collect()
 

@@ -1,0 +1,110 @@
+"""The shuffle-free path: a non-keyed function whose broadcast side is a static DataFrame.
+
+Such a function's broadcast state is the static rows applied in their deterministic order, fixed
+for the life of the query, and its main side only reads it. There is then nothing to checkpoint
+and no reason for main rows to meet in subtasks: one ``mapInArrow`` runs the engine over each
+partition where it lies. That is one JVM↔Python round trip and no shuffle, where the operator
+path (``processor.py``) needs two round trips (packing, then transformWithStateInPandas) and a
+shuffle. Outputs are the same (the differential tests run both paths); a replayed partition
+gives the same rows, so the path is exactly-once with any idempotent sink.
+
+``plan.build_plan`` picks this path only when nothing needs state: no keyed state, no
+``hold_until_ready``, and applying the static rows on the driver emitted nothing (outputs of
+``process_broadcast_element`` would otherwise repeat in every task).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from sparkcast.core.backend import DictBackend
+from sparkcast.core.engine import BroadcastElement, SubtaskEngine, fresh_function, order_broadcast
+from sparkcast.spark.rows import OutputEncoder, main_input
+
+if TYPE_CHECKING:
+    from sparkcast.spark.plan import RuntimePlan
+
+_ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
+# process_batch sees frames of at least this many rows (Spark's Arrow batches are 10k rows;
+# a function that prepares its broadcast state per call should not pay that 100 times per 1M)
+MIN_FRAME_ROWS = 100_000
+
+
+def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
+    """An opened engine holding the static broadcast state (what the operator path's subtasks
+    hold after their first batch), on an in-memory backend."""
+    engine = SubtaskEngine(fresh_function(plan.function), plan.broadcast_descriptors,
+                           DictBackend(), options=plan.options, subtask_index=subtask,
+                           parallelism=plan.parallelism)
+    engine.open()
+    elements = [BroadcastElement(*e) for e in plan.static_broadcast]
+    for element in order_broadcast(elements):
+        engine.process_broadcast_element(element.value, element.timestamp)
+    return engine
+
+
+def needs_no_state(plan: RuntimePlan) -> bool:
+    """Whether the shuffle-free path gives the operator path's results (checked on the driver,
+    which applies the static rows once, as every task will)."""
+    if plan.keyed or plan.keyed_descriptors or plan.options.hold_until_ready:
+        return False
+    engine = static_engine(plan, 0)
+    emitted = engine.take_outputs()
+    engine.close()
+    return not emitted
+
+
+class StatelessRunner:
+    """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows."""
+
+    def __init__(self, plan: RuntimePlan) -> None:
+        self.plan = plan
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        subtask = _partition() % plan.parallelism
+        engine = _ENGINES.get((plan.pipeline_id, subtask))
+        if engine is None:
+            engine = _ENGINES[(plan.pipeline_id, subtask)] = static_engine(plan, subtask)
+            engine.take_outputs()
+        encoder = OutputEncoder(
+            plan.output_schema,
+            {tag: (None if s is None else s.fieldNames()) for tag, s in plan.side_schemas.items()})
+        for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
+            values, timestamps = main_input(table, 1, plan.main_fields, engine.vectorized)
+            engine.run_micro_batch([], values, timestamps,
+                                   processing_time=int(time.time() * 1000))
+            for out in encoder.encode_tables(engine.take_outputs(), subtask):
+                yield from out.to_batches()
+
+
+def _frames(batches: Iterator[pa.RecordBatch], min_rows: int) -> Iterator[pa.Table]:
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        rows += batch.num_rows
+        if rows >= min_rows:
+            yield pa.Table.from_batches(pending)
+            pending, rows = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def _partition() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def stateless_operator(plan: RuntimePlan, output: Any) -> Any:
+    """The tagged output DataFrame of the shuffle-free path."""
+    assert plan.tagged_input is not None
+    return plan.tagged_input.mapInArrow(StatelessRunner(plan.for_workers()), output)
