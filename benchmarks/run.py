@@ -40,9 +40,12 @@ FLINK_PY = os.environ.get("BENCH_FLINK_PYTHON", str(HERE / ".venv-flink" / "bin"
 SYSTEMS = {  # name -> (label, workloads)
     "sparkcast": ("sparkcast per-element", ("W1", "W2", "W3", "W4")),
     "sparkcast-batch": ("sparkcast process_batch", ("W1", "W2", "W4")),
+    "sparkcast-batch-streamed": ("sparkcast process_batch, streamed broadcast",
+                                 ("W1", "W2", "W4")),
     "pyflink": ("PyFlink 2.3 per-element (p=2)", ("W1", "W2", "W3", "W4")),
     "foreachbatch": ("foreachBatch + broadcast var + mapInPandas", ("W1", "W2", "W4")),
     "jvm-join": ("Spark JVM stream-static broadcast join", ("W1",)),
+    "arrow-floor": ("Spark mapInArrow, no logic (the floor for Python)", ("W1", "W2", "W4")),
     "pandas": ("pandas, one process (limit)", ("W1", "W2", "W3", "W4")),
 }
 SLOW = {"sparkcast", "pyflink"}
@@ -51,12 +54,17 @@ MODES = {
     # sizes: (small, large) per speed class; timeout per measurement (s)
     "quick": {"slow": (20_000, 60_000), "fast": (100_000, 400_000), "timeout": 90,
               "pyflink": ("W1",),  # a PyFlink job costs ~30 s of start-up; W1 only
+              "streamed": ("W1",),
+              "floor": ("W1",),
               "w2_slow": (10_000, 30_000),
               "w5": {"updates": 6, "interval": 1.0, "warmup": 3.0, "rate": 20_000},
               "w6": None},
     "full": {"slow": (200_000, 1_000_000), "fast": (1_000_000, 5_000_000), "timeout": 420,
              "pyflink": ("W1", "W2", "W3", "W4"),
+             "streamed": ("W1", "W2", "W4"),
+             "floor": ("W1", "W2", "W4"),
              "w2_slow": (50_000, 200_000),
+             "w3_pyflink": (50_000, 200_000),  # PyFlink keyed: ~3k events/s
              "w5": {"updates": 20, "interval": 2.0, "warmup": 10.0, "rate": 20_000},
              "w6": {"n": 200_000, "parallelism": 8}},
 }
@@ -164,16 +172,22 @@ def measure(spark: SparkServer, system: str, workload: str, n: int, timeout: flo
         job.update(op="sparkcast", mode="element")
     elif system == "sparkcast-batch":
         job.update(op="sparkcast", mode="batch")
+    elif system == "sparkcast-batch-streamed":
+        job.update(op="sparkcast", mode="batch", streamed_broadcast=True)
     elif system == "foreachbatch":
         job.update(op="foreachbatch")
     elif system == "jvm-join":
         job.update(op="jvm_join")
+    elif system == "arrow-floor":
+        job.update(op="arrow_floor")
     else:
         job.update(op="pandas_limit")
     return spark.call(job, timeout)
 
 
 def sizes_for(mode: dict, system: str, workload: str) -> tuple[int, int]:
+    if system == "pyflink" and workload == "W3" and "w3_pyflink" in mode:
+        return mode["w3_pyflink"]
     if system in SLOW:
         return mode["w2_slow"] if workload == "W2" else mode["slow"]
     return mode["fast"]
@@ -230,7 +244,9 @@ def main() -> None:
         if workload not in only:
             continue
         runs = [s for s in systems if workload in SYSTEMS[s][1]
-                and (s != "pyflink" or workload in mode["pyflink"])]
+                and (s != "pyflink" or workload in mode["pyflink"])
+                and (s != "sparkcast-batch-streamed" or workload in mode["streamed"])
+                and (s != "arrow-floor" or workload in mode["floor"])]
         raw: dict[str, list[dict]] = {s: [] for s in runs}
         for index in range(2):
             order = runs if index == 0 else runs[::-1]

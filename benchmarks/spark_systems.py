@@ -259,7 +259,11 @@ class Runner:
         return result
 
     def sparkcast(self, workload: str, n: int, mode: str, parallelism: int = 2,
-                  files_per_trigger: int | None = None) -> dict:
+                  files_per_trigger: int | None = None, streamed_broadcast: bool = False
+                  ) -> dict:
+        """A static broadcast side takes the shuffle-free path for non-keyed functions; with
+        ``streamed_broadcast`` the same rows arrive as a stream (in the first micro-batch,
+        with the events), which needs the stateful operator path."""
         from sparkcast.spark import Stream
 
         build = time.perf_counter()
@@ -267,7 +271,8 @@ class Runner:
         events = Stream(self._events(workload, n, files_per_trigger))
         if workload == "W3":
             events = events.key_by("user")
-        result = events.connect(Stream(self._broadcast(workload)).broadcast(desc)).process(
+        broadcast = self._broadcast(workload, streaming=streamed_broadcast)
+        result = events.connect(Stream(broadcast).broadcast(desc)).process(
             cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
         main = result.main
         build = time.perf_counter() - build
@@ -308,10 +313,25 @@ class Runner:
             "value"))
         return self._run_query(out)
 
+    def arrow_floor(self, workload: str, n: int, files_per_trigger: int | None = None) -> dict:
+        """The floor for any Python on Spark: every event column crosses to Python through
+        ``mapInArrow`` and only the first comes back (no logic, no state)."""
+        import pyarrow as pa
+
+        def first_column(batches):
+            for batch in batches:
+                yield pa.RecordBatch.from_arrays([batch.column(0)], names=["c"])
+
+        events = self._events(workload, n, files_per_trigger)
+        kind = events.schema.fields[0].dataType.simpleString()
+        return self._run_query(events.mapInArrow(first_column, f"c {kind}"))
+
     def warmup(self) -> dict:
         """Start the Python workers and warm the JVM before anything is timed."""
         for mode in ("element", "batch"):
-            self.sparkcast("W1", 20_000, mode)
+            self.sparkcast("W1", 20_000, mode)  # the shuffle-free path
+        self.sparkcast("W1", 20_000, "batch", streamed_broadcast=True)  # the stateful operator
+        self.sparkcast("W3", 20_000, "element")
         self.foreachbatch("W1", 100_000)
         self.jvm_join("W1", 100_000)
         return {}

@@ -6,10 +6,10 @@ Both inputs become one tagged DataFrame (DESIGN.md §4)::
     broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ───────────────┴ union
 
 grouped by ``_subtask`` into one ``transformWithStateInPandas`` operator, unless the function
-needs no state (non-keyed, static broadcast side): then ``stateless.py``'s one ``mapInArrow``. ``_subtask`` values are
-chosen so that Spark's hash partitioning sends the P subtasks to distinct partitions (otherwise
-two subtasks can share a task while a core idles). ``_seq`` is a content hash that orders rows
-with equal timestamps the same way in every run.
+needs no state (non-keyed, static broadcast side): then ``stateless.py``'s one ``mapInArrow``.
+``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
+distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
+content hash that orders rows with equal timestamps the same way in every run.
 """
 
 from __future__ import annotations
