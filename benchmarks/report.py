@@ -45,7 +45,8 @@ def _fmt_rate(value: float | None) -> str:
 def _ratio(a: float | None, b: float | None) -> str:
     if not a or not b:
         return "—"
-    return f"{a / b:.2f}x" if a / b < 10 else f"{a / b:.0f}x"
+    ratio = a / b
+    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.1f}x" if ratio < 100 else f"{ratio:.0f}x"
 
 
 def throughput_table(results: dict) -> str:
