@@ -48,7 +48,7 @@ bench-deps: $(BENCH_STAMP) $(FLINK_STAMP)
 bench: bench-deps  ## every workload and system, ~20-25 min; run on a quiet machine
 	$(PY) benchmarks/run.py --mode full
 
-bench-quick: bench-deps  ## the same at small sizes, 2-3 min (smoke test, not figures)
+bench-quick: bench-deps  ## the same at small sizes, 3-4 min; prints the table, leaves docs/ alone
 	$(PY) benchmarks/run.py --mode quick
 
 clean:

@@ -254,7 +254,13 @@ METHOD = """\
 
 
 def write(results: dict) -> None:
-    made = plots(results)
+    """``docs/benchmarks.md`` and its plots (full runs: the committed figures)."""
+    (DOCS / "benchmarks.md").write_text(render(results, plots(results)))
+
+
+def render(results: dict, made: list[str] | None = None) -> str:
+    """The report as Markdown; ``made`` lists the plots to link."""
+    made = made or []
     m = results["machine"]
     lines = [
         "# Benchmarks",
@@ -312,7 +318,7 @@ def write(results: dict) -> None:
         if "img/memory.png" in made:
             lines += ["![memory](img/memory.png)", ""]
     lines += [METHOD]
-    (DOCS / "benchmarks.md").write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def summary(results: dict) -> str:

@@ -9,8 +9,8 @@ Throughput (W1-W4): each system runs each workload at two input sizes; the stead
 systems (small on every system, then large on every system) so drift in machine load is spread
 over all of them. W5 (broadcast update latency) and W6 (memory with a 100 MB broadcast state) are
 measured once each. Every measurement runs in a child process with a time limit; a limit hit is
-reported, not fatal. Results: ``benchmarks/results/<mode>.json``, ``docs/benchmarks.md`` and
-``docs/img/*.png``.
+reported, not fatal. Results: ``benchmarks/results/<mode>.json``; a whole full run also writes
+``docs/benchmarks.md`` and ``docs/img/*.png``, other runs ``benchmarks/results/<mode>.md``.
 """
 
 from __future__ import annotations
@@ -301,8 +301,14 @@ def main() -> None:
     if not args.no_report:
         import report
 
-        report.write(results)
-        log("wrote docs/benchmarks.md and docs/img/")
+        if args.mode == "full" and not args.only and not args.systems:
+            report.write(results)
+            log("wrote docs/benchmarks.md and docs/img/")
+        else:  # a smoke run or a subset must not replace the committed figures
+            markdown = out.with_suffix(".md")
+            markdown.write_text(report.render(results))
+            print(report.throughput_table(results))
+            log(f"wrote {markdown} (docs/benchmarks.md comes from a whole full run)")
         print(report.summary(results))
 
 
