@@ -22,16 +22,12 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
 from sparkcast.api.timers import TimeDomain
-from sparkcast.core.engine import (
-    BroadcastElement,
-    SubtaskEngine,
-    fresh_function,
-    order_broadcast,
-)
+from sparkcast.core.engine import BroadcastElement, SubtaskEngine, fresh_function
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.rows import OutputEncoder, main_input, rows_of
 from sparkcast.spark.state import SparkStateBackend, SparkStates
+from sparkcast.spark.stateless import apply_static_broadcast
 
 _ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
 _BLOB = 4  # columns: _subtask, _side, _ts, _seq, _blob, then _order and b_0 … (broadcast rows)
@@ -97,9 +93,7 @@ class BroadcastProcessor(StatefulProcessor):
             engine.take_outputs()
         engine.bind(backend)
         if plan.static_broadcast and engine.broadcast_version == "":
-            elements = [BroadcastElement(*e) for e in plan.static_broadcast]
-            for element in order_broadcast(elements):
-                engine.process_broadcast_element(element.value, element.timestamp)
+            apply_static_broadcast(engine, plan)
         return engine
 
     def _split(self, frame: pd.DataFrame | None, engine: SubtaskEngine

@@ -41,10 +41,14 @@ def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
                            DictBackend(), options=plan.options, subtask_index=subtask,
                            parallelism=plan.parallelism)
     engine.open()
-    elements = [BroadcastElement(*e) for e in plan.static_broadcast]
-    for element in order_broadcast(elements):
-        engine.process_broadcast_element(element.value, element.timestamp)
+    apply_static_broadcast(engine, plan)
     return engine
+
+
+def apply_static_broadcast(engine: SubtaskEngine, plan: RuntimePlan) -> None:
+    """The static broadcast rows, in the deterministic broadcast order (on both paths)."""
+    for element in order_broadcast([BroadcastElement(*e) for e in plan.static_broadcast]):
+        engine.process_broadcast_element(element.value, element.timestamp)
 
 
 def needs_no_state(plan: RuntimePlan) -> bool:
