@@ -53,16 +53,14 @@ SLOW = {"sparkcast", "pyflink"}
 MODES = {
     # sizes: (small, large) per speed class; timeout per measurement (s)
     "quick": {"slow": (20_000, 60_000), "fast": (100_000, 400_000), "timeout": 90,
-              "pyflink": ("W1",),  # a PyFlink job costs ~30 s of start-up; W1 only
-              "streamed": ("W1",),
-              "floor": ("W1",),
+              # fewer workloads for some systems (a PyFlink job costs ~30 s of start-up)
+              "restrict": {"pyflink": ("W1",), "sparkcast-batch-streamed": ("W1",),
+                           "arrow-floor": ("W1",)},
               "w2_slow": (10_000, 30_000),
               "w5": {"updates": 6, "interval": 1.0, "warmup": 3.0, "rate": 20_000},
               "w6": None},
     "full": {"slow": (200_000, 1_000_000), "fast": (1_000_000, 5_000_000), "timeout": 420,
-             "pyflink": ("W1", "W2", "W3", "W4"),
-             "streamed": ("W1", "W2", "W4"),
-             "floor": ("W1", "W2", "W4"),
+             "restrict": {},
              "w2_slow": (50_000, 200_000),
              "w3_pyflink": (50_000, 200_000),  # PyFlink keyed: ~3k events/s
              "w5": {"updates": 20, "interval": 2.0, "warmup": 10.0, "rate": 20_000},
@@ -193,6 +191,10 @@ def sizes_for(mode: dict, system: str, workload: str) -> tuple[int, int]:
     return mode["fast"]
 
 
+def systems_for(mode: dict, systems: list[str], workload: str) -> list[str]:
+    return [s for s in systems if workload in mode["restrict"].get(s, SYSTEMS[s][1])]
+
+
 def steady(small: dict, large: dict) -> dict:
     out = {"n": [small.get("n"), large.get("n")], "seconds": [small.get("seconds"),
                                                               large.get("seconds")]}
@@ -228,12 +230,11 @@ def main() -> None:
     for workload in ("W1", "W2", "W3", "W4"):
         if workload not in only:
             continue
-        for system in systems:
-            if workload in SYSTEMS[system][1]:
-                for n in sizes_for(mode, system, workload):
-                    data.events_dir(workload, n)
-                    if system == "pyflink":
-                        data.events_csv(workload, n)
+        for system in systems_for(mode, systems, workload):
+            for n in sizes_for(mode, system, workload):
+                data.events_dir(workload, n)
+                if system == "pyflink":
+                    data.events_csv(workload, n)
         data.broadcast_dir(workload)
 
     spark = SparkServer()
@@ -243,10 +244,7 @@ def main() -> None:
     for workload in ("W1", "W2", "W3", "W4"):
         if workload not in only:
             continue
-        runs = [s for s in systems if workload in SYSTEMS[s][1]
-                and (s != "pyflink" or workload in mode["pyflink"])
-                and (s != "sparkcast-batch-streamed" or workload in mode["streamed"])
-                and (s != "arrow-floor" or workload in mode["floor"])]
+        runs = systems_for(mode, systems, workload)
         raw: dict[str, list[dict]] = {s: [] for s in runs}
         for index in range(2):
             order = runs if index == 0 else runs[::-1]

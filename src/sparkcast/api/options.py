@@ -15,7 +15,6 @@ from sparkcast.errors import PipelineError
 HOLD_OVERFLOW = OutputTag("hold_overflow")
 
 
-
 class _Sentinel(enum.Enum):
     ANY_KEY = "any key"
 
