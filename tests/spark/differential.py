@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcast.api.row import row_type
-from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
 from sparkcast.spark.rows import to_jsonable
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness

@@ -9,7 +9,7 @@ import pandas as pd
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from sparkcast import OutputTag, Row
-from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark.rows import OutputEncoder
 
 SCHEMA = StructType([StructField("s", StringType()), StructField("n", LongType())])

@@ -4,13 +4,8 @@ The test harness and the Spark runtime both drive ``SubtaskEngine``; only the ba
 """
 
 from sparkcast.core.backend import DictBackend, StateBackend
-from sparkcast.core.engine import (
-    DEAD_LETTERS,
-    BroadcastElement,
-    DeadLetter,
-    OutputRecord,
-    SubtaskEngine,
-)
+from sparkcast.core.engine import SubtaskEngine
+from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 
 __all__ = [
     "DEAD_LETTERS",

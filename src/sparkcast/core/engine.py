@@ -10,9 +10,8 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from types import GeneratorType
-from typing import Any, NamedTuple
+from typing import Any
 
 from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import (
@@ -38,6 +37,7 @@ from sparkcast.core.contexts import (
 )
 from sparkcast.core.hold import HoldBuffer
 from sparkcast.core.keyed_state import NO_KEY, STATE_CLASSES, has_live_value
+from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.runtime_context import EngineRuntimeContext
 from sparkcast.core.timers import KeyedTimerService, TimerQueue
 from sparkcast.errors import (
@@ -48,37 +48,6 @@ from sparkcast.errors import (
     UnknownStateError,
     UserFunctionError,
 )
-
-#: Engine-internal tag of the dead-letter output (``result.dead_letters`` on Spark).
-DEAD_LETTERS = OutputTag("dead_letters")
-
-
-class OutputRecord(NamedTuple):
-    """One output: ``tag`` None for the main output; ``batch`` when ``value`` is a DataFrame."""
-
-    tag: OutputTag | None
-    value: Any
-    timestamp: int | None
-    batch: bool = False
-
-
-@dataclass(frozen=True)
-class DeadLetter:
-    """An input the function could not process, with the reason."""
-
-    callback: str
-    error: str
-    value: Any
-    key: Any
-    timestamp: int | None
-
-
-class BroadcastElement(NamedTuple):
-    """A broadcast element of a micro-batch; ``order`` is the user's ``order_by`` value."""
-
-    value: Any
-    timestamp: int | None = None
-    order: Any = None
 
 
 class SubtaskEngine:

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.core.records import DEAD_LETTERS
 
 CORRUPT_COLUMN = "_corrupt_record"
 

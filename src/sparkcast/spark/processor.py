@@ -22,7 +22,8 @@ from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
 from sparkcast.api.timers import TimeDomain
-from sparkcast.core.engine import BroadcastElement, SubtaskEngine, fresh_function
+from sparkcast.core.engine import SubtaskEngine, fresh_function
+from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.rows import OutputEncoder, main_input, rows_of

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcast.api.output_tag import OutputTag
-from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import RuntimePlan, _tag_schema
 

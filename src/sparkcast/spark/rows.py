@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from sparkcast.api.row import Row, row_type
-from sparkcast.core.engine import DEAD_LETTERS, DeadLetter, OutputRecord
+from sparkcast.core.records import DEAD_LETTERS, DeadLetter, OutputRecord
 
 
 def row_from_spark(fields: tuple[str, ...], values: Sequence[Any]) -> Row:

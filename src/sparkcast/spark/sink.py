@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sparkcast.api.output_tag import OutputTag
-from sparkcast.core.engine import DEAD_LETTERS
+from sparkcast.core.records import DEAD_LETTERS
 
 if TYPE_CHECKING:
     from sparkcast.spark.result import ProcessResult

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from sparkcast.core.backend import DictBackend
-from sparkcast.core.engine import BroadcastElement, SubtaskEngine, fresh_function, order_broadcast
+from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
+from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.rows import OutputEncoder, main_input
 
 if TYPE_CHECKING:

@@ -22,15 +22,10 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcast
 from sparkcast.api.options import ProcessOptions, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
-from sparkcast.core.engine import (
-    DEAD_LETTERS,
-    BroadcastElement,
-    DeadLetter,
-    OutputRecord,
-    SubtaskEngine,
-)
+from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
 from sparkcast.core.keyed_state import NO_KEY
+from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.errors import PipelineError
 
 
