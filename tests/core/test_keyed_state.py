@@ -115,7 +115,7 @@ def test_value_update_none_clears_as_in_flink(h):
     run(h, "a", lambda s: s.value.update(1))
     run(h, "a", lambda s: s.value.update(None))
     assert h.keyed_state(VALUE, "a") is None
-    assert "a" not in h.engine.keyed_tables["value"]
+    assert "a" not in h.engine.keyed_states.table("value")
 
 
 def test_value_state_is_type_checked(h):
@@ -286,7 +286,7 @@ def test_aggregating_state(h):
     run(h, "b", lambda s: s.average.add(10))
     assert run(h, "a", lambda s: s.average.get()) == 3
     assert (h.keyed_state(AVERAGE, "a"), h.keyed_state(AVERAGE, "b")) == (3, 10)
-    assert h.engine.keyed_tables["average"]["a"] == [9, 3]  # the accumulator is what is stored
+    assert h.engine.keyed_states.table("average")["a"] == [9, 3]  # the accumulator is stored
     run(h, "a", lambda s: s.average.clear())
     assert h.keyed_state(AVERAGE, "a") is None
 

@@ -92,7 +92,7 @@ def at(harness, time, op, key="k"):
 
 
 def stored(harness, name, key="k"):
-    return harness.engine.keyed_tables[name].get(key)
+    return harness.engine.keyed_states.table(name).get(key)
 
 
 # ------------------------------------------------------------------------------------- value

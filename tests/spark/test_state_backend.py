@@ -104,15 +104,43 @@ def test_state_survives_a_new_engine_and_buckets_bound_the_state_calls():
     assert batch(second, handle, ["user-7"], now=2_000, pipeline="q") == [("user-7", 3, 0)]
 
 
+class InPlace(KeyedBroadcastProcessFunction):
+    """Mutates the values it reads without calling update(): Flink's heap backend keeps that,
+    so ours must write it back too."""
+
+    def open(self, runtime_context):
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", list))
+        self.counts = runtime_context.get_state(ValueStateDescriptor("counts", dict))
+
+    def process_element(self, value, ctx):
+        seen, counts = self.seen.value(), self.counts.value()
+        if seen is None:
+            self.seen.update([value])
+            self.counts.update({"n": 1})
+        else:
+            seen.append(value)  # in place, no update()
+            counts["n"] += 1
+        yield list(self.seen.value()), self.counts.value()["n"]
+
+    def process_broadcast_element(self, value, ctx):
+        pass
+
+
 def test_a_list_mutated_in_place_is_written_back():
     handle = FakeHandle()
-    engine = engine_over(handle, Counter(ValueStateDescriptor("count", int)))
-    batch(engine, handle, ["a", "a"], now=1_000)
-    fresh = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="q")
-    states = SparkStates(handle, ["rules"], ["count", "seen"])
-    fresh.bind(SparkStateBackend(states, "q", buckets=8, blob_dir="/tmp/unused"))
-    fresh.current_key = "a"
-    assert list(fresh.keyed_state(ListStateDescriptor("seen", str)).get()) == ["a", "a"]
+
+    def run(values: list[str], pipeline: str) -> list[Any]:
+        states = SparkStates(handle, ["rules"], ["seen", "counts"])
+        backend = SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused")
+        engine = SubtaskEngine(InPlace(), [RULES], backend)  # a new engine: state from storage
+        engine.open()
+        engine.run_micro_batch([], values, None, ["k"] * len(values))
+        engine.flush()
+        return [value for _, value, _, _ in engine.take_outputs()]
+
+    assert run(["a"], "p1") == [(["a"], 1)]
+    assert run(["b", "c"], "p2") == [(["a", "b"], 2), (["a", "b", "c"], 3)]
+    assert run(["d"], "p3") == [(["a", "b", "c", "d"], 4)]
 
 
 def test_broadcast_state_keeps_insertion_order_and_is_shared_per_worker_by_version():

@@ -159,7 +159,7 @@ def test_keyed_state_inspection_does_not_disturb_the_current_key():
     h.open()
     h.process_element("a")
     h.keyed_state(COUNT, "zzz")
-    assert h.engine.current_key == "a"
+    assert h.engine.scope.key == "a"
 
 
 def test_micro_batch_timestamp_lists_must_match():

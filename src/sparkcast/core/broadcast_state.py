@@ -1,16 +1,21 @@
 """Broadcast state views over one descriptor's table: read-only for the main side, read-write
-for the broadcast side. Values are frozen when put, so the main side reads them without copies."""
+for the broadcast side. Values are frozen when put, so the main side reads them without copies,
+and checked when put (declared types, storable by the state codec), so a bad value fails the
+broadcast element that put it, not the flush."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NoReturn
 
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
 from sparkcast.api.types import accepts
+from sparkcast.core.codec import check_storable
 from sparkcast.core.frozen import freeze, thaw
-from sparkcast.errors import ReadOnlyStateError, StateTypeError
+from sparkcast.errors import ReadOnlyStateError, StateTypeError, UnknownStateError
+
+_PLAIN = frozenset({str, int, float, bool})
 
 _READ_ONLY = (
     "broadcast state {name!r} is read-only in {where}: update it in process_broadcast_element "
@@ -131,4 +136,47 @@ class BroadcastStateView(BroadcastState):
                              f"{d.key_type_info.__name__}")
         if not accepts(d.value_type_info, value):
             raise StateTypeError(f"broadcast state {d.name!r}: value of type "
-                             f"{type(value).__name__} is not a {d.value_type_info.__name__}")
+                                 f"{type(value).__name__} is not a {d.value_type_info.__name__}")
+        if type(key) not in _PLAIN:
+            check_storable(key, f"broadcast state {d.name!r} key")
+        if type(value) not in _PLAIN:
+            check_storable(value, f"broadcast state {d.name!r}")
+
+
+class BroadcastStates:
+    """The broadcast state of one subtask: a read-only and a read-write view per descriptor,
+    rebound to the backend's tables; ``on_change`` runs when the broadcast side writes."""
+
+    def __init__(self, descriptors: Mapping[str, MapStateDescriptor],
+                 on_change: Callable[[], None]) -> None:
+        self.descriptors = dict(descriptors)
+        #: name -> view; contexts look views up here on every event
+        self.read_only = {name: ReadOnlyBroadcastStateView(d, {})
+                          for name, d in self.descriptors.items()}
+        self._read_write = {name: BroadcastStateView(d, {}, on_change)
+                            for name, d in self.descriptors.items()}
+        self.tables: dict[str, MutableMapping[Any, Any]] = {}
+
+    def bind(self, tables: Callable[[str], MutableMapping[Any, Any]]) -> None:
+        self.tables = {name: tables(name) for name in self.descriptors}
+        for name, table in self.tables.items():
+            self.read_only[name].rebind(table)
+            self._read_write[name].rebind(table)
+
+    def read_only_view(self, descriptor: Any) -> ReadOnlyBroadcastStateView:
+        try:
+            return self.read_only[descriptor.name]
+        except (KeyError, AttributeError):
+            raise self._unknown(descriptor) from None
+
+    def read_write_view(self, descriptor: Any) -> BroadcastStateView:
+        try:
+            return self._read_write[descriptor.name]
+        except (KeyError, AttributeError):
+            raise self._unknown(descriptor) from None
+
+    def _unknown(self, descriptor: Any) -> UnknownStateError:
+        return UnknownStateError(
+            f"{descriptor!r} is not a broadcast state of this stream; broadcast states: "
+            f"{sorted(self.descriptors)} (pass it to broadcast(...))"
+        )

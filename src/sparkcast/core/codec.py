@@ -33,6 +33,7 @@ import numpy as np
 
 from sparkcast.api.row import Row, row_type
 from sparkcast.core.frozen import freeze
+from sparkcast.core.scope import NAN_KEY
 from sparkcast.errors import StateSerializationError
 
 _SCALARS = (str, int, bool, type(None))
@@ -132,13 +133,52 @@ def _tagged_from_json(data: dict) -> Any:
 
 
 def hashable(value: Any) -> Any:
-    """Lists decoded from JSON as tuples, so decoded keys can key dicts and sets again."""
+    """Lists decoded from JSON as tuples, so decoded keys can key dicts and sets again (NaN as
+    the one ``NAN_KEY``, so a decoded NaN key finds its state)."""
     # Dict keys and set members must hash: a frozenset (or a tuple holding one) decodes as a set.
     if isinstance(value, list) or type(value) is tuple:
         return tuple(hashable(v) for v in value)
     if isinstance(value, set):
         return frozenset(value)
+    if type(value) is float and value != value:
+        return NAN_KEY
     return value
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None), bytes, bytearray, memoryview,
+                     datetime.datetime, datetime.date, decimal.Decimal})
+
+_SUBCLASSED_LEAVES = (np.generic, bytes, bytearray, memoryview, datetime.date, decimal.Decimal)
+
+
+def check_storable(value: Any, where: str = "state") -> None:
+    """Raise ``StateSerializationError`` unless ``encode`` can store ``value``: a walk over the
+    types ``_to_json`` accepts, without encoding (state writes are checked on every event)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_storable(k, where)
+            check_storable(v, where)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            check_storable(v, where)
+    elif isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            for v in value.tolist():
+                check_storable(v, where)
+    elif not isinstance(value, _SUBCLASSED_LEAVES):  # as _special_to_json: not str/int/float
+        raise StateSerializationError(
+            f"{where}: cannot store a {kind.__name__} ({_short(value)}): use JSON-like values "
+            "(str, int, float, bool, None, list, dict, tuple, Row, bytes, set, datetime, "
+            "Decimal, numpy arrays)"
+        )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def encode(value: Any) -> bytes:

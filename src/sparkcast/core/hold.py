@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkcast.api.options import ANY_KEY, ReadyCondition
-from sparkcast.core.keyed_state import NO_KEY
+from sparkcast.core.scope import NO_KEY
 
 Held = tuple[Any, "int | None", Any]  # (value, timestamp, key)
 

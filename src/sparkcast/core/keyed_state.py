@@ -1,72 +1,82 @@
 """Keyed state of the current key, over one table per descriptor (user key -> stored value).
 
+A handle holds the key scope (whose state, what time) and its table, nothing else: the engine
+rebinds the table when the backend changes (on Spark, every micro-batch). Every write is checked
+where it is made, in the user's callback: the declared type, and that the state codec can store
+the value, so a bad value becomes that element's dead letter instead of failing the flush.
+
 With TTL, a stored value is ``[value, expires_at]`` (map state: per entry; list state: per
-element, as in Flink). Expiry runs on the engine's processing time, so the harness and Spark
+element, as in Flink). Expiry runs on the scope's processing time, so the harness and Spark
 expire the same entries; expired values are dropped when touched.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Any
 
-from sparkcast.api.descriptors import AggregatingStateDescriptor, StateDescriptor
+from sparkcast.api.descriptors import (
+    AggregatingStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    StateDescriptor,
+)
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from sparkcast.api.ttl import StateTtlConfig
 from sparkcast.api.types import accepts
-from sparkcast.errors import KeyedStateError, StateTypeError
-
-if TYPE_CHECKING:
-    from sparkcast.core.engine import SubtaskEngine
+from sparkcast.core.codec import check_storable
+from sparkcast.core.scope import NO_KEY, KeyScope
+from sparkcast.errors import KeyedStateError, PipelineError, StateTypeError
 
 _MISSING: Any = object()
-
-
-class _Sentinel:
-    def __repr__(self) -> str:
-        return "NO_KEY"
-
-
-#: The engine's current key outside keyed callbacks (keys themselves may be any value but this).
-NO_KEY: Any = _Sentinel()
+_PLAIN = frozenset({str, int, float, bool})  # storable as they are: no walk
 _NEVER_RETURN = StateTtlConfig.StateVisibility.NeverReturnExpired
 
 
 class _Ttl:
     """Wraps values with their expiry and reads them back, refreshing on read if configured."""
 
-    def __init__(self, config: StateTtlConfig, engine: SubtaskEngine) -> None:
+    def __init__(self, config: StateTtlConfig, scope: KeyScope) -> None:
         self._millis = config.ttl_millis
         self.refresh_on_read = config.refresh_on_read
         self._hide_expired = config.state_visibility is _NEVER_RETURN
-        self._engine = engine
+        self._scope = scope
 
     def wrap(self, value: Any) -> list[Any]:
-        return [value, self._engine.processing_time + self._millis]
+        return [value, self._scope.processing_time + self._millis]
 
     def read(self, stored: list[Any]) -> tuple[Any, list[Any] | None]:
         """(value or _MISSING if expired and hidden, refreshed record or None)."""
         value, expires_at = stored
-        if expires_at <= self._engine.processing_time:
+        if expires_at <= self._scope.processing_time:
             return (_MISSING if self._hide_expired else value), None
         return value, (self.wrap(value) if self.refresh_on_read else None)
 
     def expired(self, stored: list[Any]) -> bool:
-        return stored[1] <= self._engine.processing_time
+        return stored[1] <= self._scope.processing_time
 
 
 class _KeyedState:
-    def __init__(self, engine: SubtaskEngine, descriptor: StateDescriptor) -> None:
-        self._engine = engine
+    def __init__(self, scope: KeyScope, descriptor: StateDescriptor,
+                 table: MutableMapping[Any, Any]) -> None:
+        self._scope = scope
         self._descriptor = descriptor
         self._name = descriptor.name
-        self._ttl = None if descriptor.ttl_config is None else _Ttl(descriptor.ttl_config, engine)
+        self._ttl = None if descriptor.ttl_config is None else _Ttl(descriptor.ttl_config, scope)
+        self._stored = table
+
+    def rebind(self, table: MutableMapping[Any, Any]) -> None:
+        self._stored = table
+
+    def is_live(self, stored: Any) -> bool:
+        """Whether a stored record still holds something unexpired."""
+        return self._ttl is None or not self._ttl.expired(stored)
 
     def _table(self) -> MutableMapping[Any, Any]:
-        return self._engine.keyed_tables[self._name]
+        return self._stored
 
     def _key(self) -> Any:
-        key = self._engine.current_key
+        key = self._scope.key
         if key is NO_KEY:
             raise KeyedStateError(
                 f"keyed state {self._name!r} has no current key here: use it in process_element "
@@ -78,6 +88,8 @@ class _KeyedState:
         if not accepts(self._descriptor.type_info, value):
             raise StateTypeError(f"state {self._name!r}: {type(value).__name__} is not a "
                                  f"{self._descriptor.type_info.__name__}")
+        if type(value) not in _PLAIN:
+            check_storable(value, f"state {self._name!r}")
 
     def _get(self) -> Any:
         """The current key's value (TTL unwrapped), or _MISSING."""
@@ -121,8 +133,14 @@ class ReducingStateImpl(_KeyedState, ReducingState):
     def add(self, value: Any) -> None:
         self._check(value)
         current = self._get()
-        reduce = self._descriptor.reduce  # type: ignore[attr-defined]
-        self._set(value if current is _MISSING else reduce(current, value))
+        descriptor = self._descriptor
+        assert isinstance(descriptor, ReducingStateDescriptor)
+        if current is _MISSING:
+            self._set(value)
+            return
+        reduced = descriptor.reduce(current, value)
+        self._check(reduced)
+        self._set(reduced)
 
 
 class AggregatingStateImpl(_KeyedState, AggregatingState):
@@ -137,7 +155,9 @@ class AggregatingStateImpl(_KeyedState, AggregatingState):
         function = self._function()
         if accumulator is _MISSING:
             accumulator = function.create_accumulator()
-        self._set(function.add(value, accumulator))
+        accumulator = function.add(value, accumulator)
+        self._check(accumulator)
+        self._set(accumulator)
 
     def _function(self) -> Any:
         descriptor = self._descriptor
@@ -260,29 +280,37 @@ class MapStateImpl(_KeyedState, MapState):
             del entries[key]
             self._store(entries)
 
+    def _map_descriptor(self) -> MapStateDescriptor:
+        descriptor = self._descriptor
+        assert isinstance(descriptor, MapStateDescriptor)
+        return descriptor
+
     def _check_key(self, key: Any) -> None:
         # The same check broadcast state makes, so a key type declared once is enforced on both.
-        declared = self._descriptor.key_type_info  # type: ignore[attr-defined]
+        declared = self._map_descriptor().key_type_info
         if key is None or not accepts(declared, key):
             raise StateTypeError(f"map state {self._name!r}: key {key!r} is not a "
                                  f"{getattr(declared, '__name__', declared)}")
+        if type(key) not in _PLAIN:
+            check_storable(key, f"map state {self._name!r} key")
 
     def _check(self, value: Any) -> None:
-        if not accepts(self._descriptor.value_type_info, value):  # type: ignore[attr-defined]
+        declared = self._map_descriptor().value_type_info
+        if not accepts(declared, value):
             raise StateTypeError(f"map state {self._name!r}: {type(value).__name__} is not a "
-                                 f"{self._descriptor.value_type_info.__name__}")  # type: ignore
+                                 f"{getattr(declared, '__name__', declared)}")
+        if type(value) not in _PLAIN:
+            check_storable(value, f"map state {self._name!r}")
 
 
 def has_live_value(state: _KeyedState, stored: Any) -> bool:
     """Whether a stored record still holds something unexpired (for apply_to_keyed_state)."""
-    ttl = state._ttl
-    if ttl is None:
-        return True
     if isinstance(state, MapStateImpl):
-        return any(not ttl.expired(v) for v in stored.values())
+        return any(state.is_live(v) for v in stored.values())
     if isinstance(state, ListStateImpl):
-        return any(not ttl.expired(v) for v in stored)
-    return not ttl.expired(stored)
+        return any(state.is_live(v) for v in stored)
+    return state.is_live(stored)
+
 
 STATE_CLASSES: dict[str, type[_KeyedState]] = {
     "value": ValueStateImpl,
@@ -291,3 +319,93 @@ STATE_CLASSES: dict[str, type[_KeyedState]] = {
     "reducing": ReducingStateImpl,
     "aggregating": AggregatingStateImpl,
 }
+
+
+class KeyedStates:
+    """The keyed state handles of one subtask, one per descriptor name, over the backend's
+    tables; what ``RuntimeContext.get_state`` and ``apply_to_keyed_state`` reach."""
+
+    def __init__(self, scope: KeyScope, keyed: bool, broadcast_names: Iterable[str]) -> None:
+        self._scope = scope
+        self._keyed = keyed
+        self._broadcast_names = frozenset(broadcast_names)
+        self._descriptors: dict[str, StateDescriptor] = {}
+        self._handles: dict[str, _KeyedState] = {}
+        self._tables: Callable[[str], MutableMapping[Any, Any]] = lambda name: {}
+
+    def bind(self, tables: Callable[[str], MutableMapping[Any, Any]]) -> None:
+        """Rebind every handle to the table the backend gives for its name."""
+        self._tables = tables
+        for name, handle in self._handles.items():
+            handle.rebind(tables(name))
+
+    def descriptors(self) -> tuple[StateDescriptor, ...]:
+        """The descriptors requested so far (by ``open``), in request order."""
+        return tuple(self._descriptors.values())
+
+    def table(self, name: str) -> Mapping[Any, Any]:
+        """The stored records of one descriptor (TTL-wrapped), for inspection in tests."""
+        return self._handles[name]._table()
+
+    def handle(self, descriptor: StateDescriptor) -> Any:
+        """The state handle for a keyed descriptor (one per name, created on first request)."""
+        if not self._keyed:
+            raise KeyedStateError(
+                f"keyed state {descriptor.name!r} needs a keyed stream: key_by(...) and a "
+                "KeyedBroadcastProcessFunction (Flink: 'Keyed state can only be used on a "
+                "keyed stream')"
+            )
+        name = descriptor.name
+        known = self._descriptors.get(name)
+        if known is not None and known.kind != descriptor.kind:
+            raise PipelineError(f"state name {name!r} is used for both {known.kind} and "
+                                f"{descriptor.kind} state: give each state its own name")
+        if name in self._broadcast_names:
+            raise PipelineError(f"state name {name!r} is already a broadcast state")
+        if known is None:
+            self._descriptors[name] = descriptor
+            handle = STATE_CLASSES[descriptor.kind](self._scope, descriptor, self._tables(name))
+            self._handles[name] = handle
+        return self._handles[name]
+
+    def apply(self, descriptor: StateDescriptor, function: Callable[[Any, Any], None]) -> None:
+        """Flink's ``applyToKeyedState``: ``function(key, state)`` for every key with a live
+        value, the state scoped to that key."""
+        state = self.handle(descriptor)
+        table = state._table()
+        scope = self._scope
+        previous = scope.key
+        try:
+            for key in list(table.keys()):
+                stored = table.get(key)
+                if stored is not None and has_live_value(state, stored):
+                    scope.key = key
+                    function(key, state)
+        finally:
+            scope.key = previous
+
+    def peek(self, descriptor: StateDescriptor, key: Any) -> Any:
+        """One key's state as the function would read it now (a value, list, dict or aggregate
+        result; None when empty or expired), leaving the current key as it was."""
+        state = self.handle(descriptor)
+        scope = self._scope
+        previous, scope.key = scope.key, key
+        try:
+            if descriptor.kind == "map":
+                return dict(state.items()) or None
+            if descriptor.kind == "list":
+                return list(state.get()) or None
+            return state.value() if descriptor.kind == "value" else state.get()
+        finally:
+            scope.key = previous
+
+    def sweep(self) -> None:
+        """Let tables that can (Spark's) drop keys whose TTL state has all expired, so keys never
+        touched again do not stay stored forever (Flink's incremental cleanup)."""
+        for name, descriptor in self._descriptors.items():
+            state = self._handles[name]
+            sweep = getattr(state._table(), "sweep", None)
+            if descriptor.ttl_config is None or sweep is None:
+                continue
+            sweep(lambda stored, state=state: not has_live_value(state, stored),
+                  self._scope.processing_time)

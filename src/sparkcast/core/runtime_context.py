@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from sparkcast.api.descriptors import (
     AggregatingStateDescriptor,
@@ -15,19 +16,29 @@ from sparkcast.api.descriptors import (
 from sparkcast.api.metrics import MetricGroup
 from sparkcast.api.runtime_context import RuntimeContext
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
+from sparkcast.core.keyed_state import KeyedStates
 
-if TYPE_CHECKING:
-    from sparkcast.core.engine import SubtaskEngine
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What a subtask reports about itself (Flink's ``TaskInfo``)."""
+
+    function_name: str
+    subtask_index: int
+    parallelism: int
+    job_parameters: dict[str, Any] = field(default_factory=dict)
 
 
 class EngineRuntimeContext(RuntimeContext):
-    def __init__(self, engine: SubtaskEngine) -> None:
-        self._engine = engine
+    def __init__(self, keyed: KeyedStates, task: TaskInfo, metrics: MetricGroup) -> None:
+        self._keyed = keyed
+        self._task = task
+        self._metrics = metrics
 
     def _state(self, descriptor: StateDescriptor, kind: type[StateDescriptor]) -> Any:
         if not isinstance(descriptor, kind):
             raise TypeError(f"expected a {kind.__name__}, got {type(descriptor).__name__}")
-        return self._engine.keyed_state(descriptor)
+        return self._keyed.handle(descriptor)
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState:
         return self._state(state_descriptor, ValueStateDescriptor)
@@ -47,26 +58,26 @@ class EngineRuntimeContext(RuntimeContext):
         return self._state(state_descriptor, AggregatingStateDescriptor)
 
     def get_task_name(self) -> str:
-        return self._engine.function_name
+        return self._task.function_name
 
     def get_number_of_parallel_subtasks(self) -> int:
-        return self._engine.parallelism
+        return self._task.parallelism
 
     def get_max_number_of_parallel_subtasks(self) -> int:
-        return self._engine.parallelism
+        return self._task.parallelism
 
     def get_index_of_this_subtask(self) -> int:
-        return self._engine.subtask_index
+        return self._task.subtask_index
 
     def get_attempt_number(self) -> int:
         return 0
 
     def get_task_name_with_subtasks(self) -> str:
-        engine = self._engine
-        return f"{engine.function_name} ({engine.subtask_index + 1}/{engine.parallelism})"
+        task = self._task
+        return f"{task.function_name} ({task.subtask_index + 1}/{task.parallelism})"
 
     def get_job_parameter(self, key: str, default_value: Any = None) -> Any:
-        return self._engine.options.job_parameters.get(key, default_value)
+        return self._task.job_parameters.get(key, default_value)
 
     def get_metrics_group(self) -> MetricGroup:
-        return self._engine.metrics
+        return self._metrics

@@ -7,15 +7,13 @@ same in every process, so a restart or a different backend fires them in the sam
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from sparkcast.api.timers import TimeDomain, TimerService
 from sparkcast.core import codec
-from sparkcast.core.keyed_state import NO_KEY
+from sparkcast.core.scope import NO_KEY, KeyScope
 from sparkcast.errors import TimerError
-
-if TYPE_CHECKING:
-    from sparkcast.core.engine import SubtaskEngine
 
 _Entry = tuple[int, bytes]  # (timestamp, canonical key)
 
@@ -68,37 +66,38 @@ class TimerQueue:
         self.changed = False
 
 
-
 _GONE: Any = object()
 
 
 class KeyedTimerService(TimerService):
-    """The timer service of the current key; the engine's contexts hand it out."""
+    """The timer service of the current key; the contexts hand it out."""
 
-    def __init__(self, engine: SubtaskEngine) -> None:
-        self._engine = engine
+    def __init__(self, scope: KeyScope, queues: Mapping[TimeDomain, TimerQueue]) -> None:
+        self._scope = scope
+        self._processing = queues[TimeDomain.PROCESSING_TIME]
+        self._event = queues[TimeDomain.EVENT_TIME]
 
     def current_processing_time(self) -> int:
-        return self._engine.processing_time
+        return self._scope.processing_time
 
     def current_watermark(self) -> int:
-        return self._engine.current_watermark
+        return self._scope.watermark
 
     def _key(self) -> Any:
-        key = self._engine.current_key
+        key = self._scope.key
         if key is NO_KEY:
             raise TimerError("timers need a current key: register them in process_element or "
                              "on_timer of a KeyedBroadcastProcessFunction")
         return key
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._engine.timers[TimeDomain.PROCESSING_TIME].register(timestamp, self._key())
+        self._processing.register(timestamp, self._key())
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._engine.timers[TimeDomain.EVENT_TIME].register(timestamp, self._key())
+        self._event.register(timestamp, self._key())
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._engine.timers[TimeDomain.PROCESSING_TIME].delete(timestamp, self._key())
+        self._processing.delete(timestamp, self._key())
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._engine.timers[TimeDomain.EVENT_TIME].delete(timestamp, self._key())
+        self._event.delete(timestamp, self._key())

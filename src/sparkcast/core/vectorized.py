@@ -8,21 +8,21 @@ Spark's task retries).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import pandas as pd
 
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.row import Row, row_type
-from sparkcast.core.contexts import _ReadOnlyBroadcast
+from sparkcast.core.collector import OutputCollector
+from sparkcast.core.contexts import ContextParts, ReadOnlyBroadcastContext
+from sparkcast.core.runner import Held
+from sparkcast.core.scope import NO_KEY
 from sparkcast.errors import KeyedStateError, OutputTypeError, TimerError
 
-if TYPE_CHECKING:
-    from sparkcast.core.engine import SubtaskEngine
 
-
-class BatchContext(_ReadOnlyBroadcast):
+class BatchContext(ReadOnlyBroadcastContext):
     """The context of ``process_batch``: read-only broadcast state, clocks, side outputs."""
 
     def output(self, output_tag: OutputTag, value: Any) -> None:
@@ -30,9 +30,9 @@ class BatchContext(_ReadOnlyBroadcast):
         if not isinstance(output_tag, OutputTag):
             raise OutputTypeError(f"output() takes an OutputTag, not {type(output_tag).__name__}")
         if isinstance(value, pd.DataFrame):
-            self._engine.emit_batch(output_tag, value)
+            self._parts.collector.emit_batch(output_tag, value)
         else:  # one value, as ctx.output does per element
-            self._engine.emit(output_tag, value, None)
+            self._parts.collector.emit(output_tag, value, None)
 
     def timer_service(self) -> NoReturn:
         raise TimerError("process_batch cannot register timers: use process_element")
@@ -56,53 +56,66 @@ def frame_rows(frame: Any) -> list[Any]:
     return [make(values) for values in frame.itertuples(index=False, name=None)]
 
 
-def process_records(engine: SubtaskEngine, values: Sequence[Any]) -> None:
-    if values:
-        process_frame(engine, to_frame(values))
+class BatchRunner:
+    """``process_batch``: one call per micro-batch; a failing batch is bisected down to the rows
+    that fail, which become dead letters."""
 
+    takes_frames = True
 
-def process_frame(engine: SubtaskEngine, frame: Any) -> None:
-    if not isinstance(frame, pd.DataFrame):
-        frame = to_frame(frame)
-    if len(frame) == 0:
-        return
-    if not engine.hold.ready:
-        for row in frame_rows(frame):
-            engine.process_element(row)  # held one by one, released together
-        return
-    _run(engine, frame)
+    def __init__(self, method: Callable[..., Any], parts: ContextParts) -> None:
+        self._method = method
+        self._parts = parts
+        self._collector: OutputCollector = parts.collector
 
+    def run(self, values: Any, timestamps: Sequence[int | None], keys: Sequence[Any]) -> None:
+        frame = values if isinstance(values, pd.DataFrame) else to_frame(values)
+        if len(frame):
+            self._parts.scope.enter(NO_KEY, None)  # many keys: keyed state refuses
+            self._call(frame)
 
-def _run(engine: SubtaskEngine, frame: pd.DataFrame) -> None:
-    mark = len(engine.outputs)
-    ctx = BatchContext(engine)
-    try:
-        result = engine.function.process_batch(frame, ctx)  # type: ignore[attr-defined]
-        _route(engine, result)
-    except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
-        del engine.outputs[mark:]
-        if engine.options.on_error == "fail" or len(frame) == 1:
+    def run_one(self, value: Any, timestamp: int | None, key: Any) -> None:
+        self.run([value], [timestamp], [key])
+
+    def release(self, held: list[Held]) -> None:
+        if held:
+            self.run([value for value, _, _ in held], [], [])
+
+    def rows(self, values: Any) -> list[Any]:
+        return frame_rows(values)
+
+    def _call(self, frame: pd.DataFrame) -> None:
+        collector = self._collector
+        mark = collector.mark()
+        ctx = BatchContext(self._parts)
+        try:
+            self._route(self._method(frame, ctx))
+        except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
+            collector.rollback(mark)
+            if len(frame) > 1 and not collector.fails:
+                self._bisect(frame)
+                return
             row = frame_rows(frame)[0] if len(frame) == 1 else frame
-            engine._dead_letter("process_batch", exc, row, None, None)
-            return
+            collector.dead_letter("process_batch", exc, row, None, None)
+        finally:
+            ctx.invalidate()
+
+    def _bisect(self, frame: pd.DataFrame) -> None:
         middle = len(frame) // 2
-        _run(engine, frame.iloc[:middle])
-        _run(engine, frame.iloc[middle:])
-    finally:
-        ctx._valid = False
+        self._call(frame.iloc[:middle])
+        self._call(frame.iloc[middle:])
 
-
-def _route(engine: SubtaskEngine, result: Any) -> None:
-    if result is None:
-        return
-    if isinstance(result, pd.DataFrame):
-        engine.emit_batch(None, result)
-        return
-    for item in result:
-        if isinstance(item, pd.DataFrame):
-            engine.emit_batch(None, item)
-        elif type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
-            engine.emit_batch(item[0], item[1])
-        else:
-            raise OutputTypeError("process_batch must return or yield DataFrames, or yield "
-                                  f"(OutputTag, DataFrame) pairs; got {type(item).__name__}")
+    def _route(self, result: Any) -> None:
+        if result is None:
+            return
+        emit = self._collector.emit_batch
+        if isinstance(result, pd.DataFrame):
+            emit(None, result)
+            return
+        for item in result:
+            if isinstance(item, pd.DataFrame):
+                emit(None, item)
+            elif type(item) is tuple and len(item) == 2 and isinstance(item[0], OutputTag):
+                emit(item[0], item[1])
+            else:
+                raise OutputTypeError("process_batch must return or yield DataFrames, or yield "
+                                      f"(OutputTag, DataFrame) pairs; got {type(item).__name__}")

@@ -180,7 +180,7 @@ def discover_keyed_state(function: BaseBroadcastProcessFunction,
                            parallelism=parallelism)
     engine.open()
     engine.close()
-    return tuple(engine._keyed_descriptors.values())
+    return engine.keyed_descriptors()
 
 
 def parse_schema(spark: SparkSession, ddl: str | StructType, what: str) -> StructType:

@@ -24,8 +24,8 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
-from sparkcast.core.keyed_state import NO_KEY
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
+from sparkcast.core.scope import NO_KEY
 from sparkcast.errors import PipelineError
 
 
@@ -231,17 +231,7 @@ class KeyedBroadcastHarness(BroadcastHarness):
     def keyed_state(self, descriptor: StateDescriptor, key: Any) -> Any:
         """The value of one keyed state for one key, as the function would read it now: a value,
         a list, a dict (map state), or an aggregate result; None when empty or expired."""
-        engine = self.engine
-        state = engine.keyed_state(descriptor)
-        previous, engine.current_key = engine.current_key, key
-        try:
-            if descriptor.kind == "map":
-                return dict(state.items()) or None
-            if descriptor.kind == "list":
-                return list(state.get()) or None
-            return state.value() if descriptor.kind == "value" else state.get()
-        finally:
-            engine.current_key = previous
+        return self.engine.keyed_states.peek(descriptor, key)
 
     def timers(self) -> dict[str, list[tuple[int, Any]]]:
         """Registered timers by domain: ``{"EVENT_TIME": [(ts, key)], "PROCESSING_TIME": ...}``."""
