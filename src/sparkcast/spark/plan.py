@@ -134,7 +134,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         broadcast_fields=tuple(broadcast.df.columns),
         key_positions=tuple(main.columns.index(c) for c in key_columns),
         output_schema=output_schema,
-        side_schemas={t.tag_id: _tag_schema(spark, t) for t in spec.side_outputs},
+        side_schemas={t.tag_id: tag_schema(spark, t) for t in spec.side_outputs},
         event_time=spec.event_time,
         time_mode=_time_mode(spec),
         state_buckets=spec.state_buckets,
@@ -195,7 +195,7 @@ def parse_schema(spark: SparkSession, ddl: str | StructType, what: str) -> Struc
     return schema
 
 
-def _tag_schema(spark: SparkSession, tag: OutputTag) -> StructType | None:
+def tag_schema(spark: SparkSession, tag: OutputTag) -> StructType | None:
     return None if tag.schema is None else parse_schema(spark, tag.schema, f"{tag} schema")
 
 

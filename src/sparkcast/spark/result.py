@@ -15,7 +15,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import RuntimePlan, _tag_schema
+from sparkcast.spark.plan import RuntimePlan, tag_schema
 
 DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, "
                       "timestamp long, subtask int")
@@ -83,7 +83,7 @@ class ProcessResult:
             # the workers map tuple outputs onto the tag's fields, so they must know it: later
             # accessors (and write_stream) use an operator built with the new tag
             known[tag.tag_id] = (None if tag.schema is None or self.plan.spark is None
-                                 else _tag_schema(self.plan.spark, tag))
+                                 else tag_schema(self.plan.spark, tag))
             self._tagged = None
         return known[tag.tag_id]
 
