@@ -28,8 +28,9 @@ def _defined_here(tree: ast.AST) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-            names.add(node.attr)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            names.add(node.attr)  # ``other._x = ...`` defines nothing: it reaches in
         elif isinstance(node, ast.alias) and node.asname:
             names.add(node.asname)
     slots = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)
@@ -70,9 +71,11 @@ def test_no_module_reaches_into_another_modules_privates(path: Path) -> None:
 
 def test_the_checker_sees_both_kinds_of_reach():
     source = ("from sparkcast.core.engine import _time_key\n"
-              "def f(engine):\n    return engine._dead_letter, self._ok, row._fields\n")
+              "def f(engine, ctx):\n    ctx._valid = False\n"
+              "    return engine._dead_letter, self._ok, row._fields\n")
     assert violations(source, "m.py") == ["m.py:1 imports sparkcast.core.engine._time_key",
-                                          "m.py:3 reads engine._dead_letter"]
+                                          "m.py:3 reads ctx._valid",
+                                          "m.py:4 reads engine._dead_letter"]
 
 
 def test_a_private_name_of_the_same_module_may_be_shared():
