@@ -1,5 +1,11 @@
-"""Factories for opened harnesses, so each test shows only its function and its inputs."""
+"""Factories for opened harnesses, so each test shows only its function and its inputs.
 
+Every harness runs on each state backend (``state_backend`` fixture): the in-memory one and the
+Spark backend over in-memory stand-ins for Spark's state handles, rebound after every call as on
+Spark (bytewax runs one suite against every engine the same way).
+"""
+
+import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -9,15 +15,30 @@ from sparkcast import MapStateDescriptor
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 
 DEFAULT_RULES = MapStateDescriptor("rules", str, dict)
+HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
+
+
+@pytest.fixture(params=[
+    "dict",
+    pytest.param("spark", marks=pytest.mark.skipif(not HAS_PYSPARK, reason="needs pyspark")),
+])
+def state_backend(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
+    """None (the harness's DictBackend) or a factory of Spark state backends."""
+    if request.param == "dict":
+        return None
+    from tests.fake_spark_state import spark_backend_factory
+
+    return spark_backend_factory()
 
 
 @pytest.fixture
-def keyed() -> Callable[..., KeyedBroadcastHarness]:
+def keyed(state_backend: Any) -> Callable[..., KeyedBroadcastHarness]:
     """``keyed(function, key_selector=..., descriptors=[...], **options)``: an opened keyed
     harness; elements are keyed by themselves unless a selector is given."""
 
     def make(function: Any, key_selector: Any = lambda v: v, descriptors: Any = None,
              **options: Any) -> KeyedBroadcastHarness:
+        options.setdefault("state_backend", state_backend)
         harness = KeyedBroadcastHarness(function, key_selector,
                                         list(descriptors or [DEFAULT_RULES]), **options)
         harness.open()
@@ -27,10 +48,11 @@ def keyed() -> Callable[..., KeyedBroadcastHarness]:
 
 
 @pytest.fixture
-def non_keyed() -> Callable[..., BroadcastHarness]:
+def non_keyed(state_backend: Any) -> Callable[..., BroadcastHarness]:
     """``non_keyed(function, descriptors=[...], **options)``: an opened non-keyed harness."""
 
     def make(function: Any, descriptors: Any = None, **options: Any) -> BroadcastHarness:
+        options.setdefault("state_backend", state_backend)
         harness = BroadcastHarness(function, list(descriptors or [DEFAULT_RULES]), **options)
         harness.open()
         return harness

@@ -205,10 +205,10 @@ def test_returning_a_value_instead_of_yielding_raises_type_error(keyed, result, 
 
 @pytest.mark.parametrize(
     ("result", "expected"),
-    [(None, []), ([], []), (("x", "y"), ["x", "y"]), (iter(["z"]), ["z"]), ({"k"}, ["k"])],
+    [(None, []), ([], []), (("x", "y"), ["x", "y"]), ("iterator", ["z"]), ({"k"}, ["k"])],
 )
 def test_returning_none_or_an_iterable_is_fine(keyed, result, expected):
-    h = keyed(Returns(result))
+    h = keyed(Returns(iter(["z"]) if result == "iterator" else result))  # one iterator per run
     h.process_element("a")
     assert h.output() == expected
 

@@ -130,10 +130,13 @@ def test_writes_refresh_in_both_update_types(make, update):
     assert at(h, 179, lambda s: s.value.value()) == 2
 
 
-def test_return_expired_if_not_cleaned_up_returns_it_once(make):
+def test_return_expired_if_not_cleaned_up_returns_it_once(make, state_backend):
     h = make(visibility=Visibility.ReturnExpiredIfNotCleanedUp)
     at(h, 0, lambda s: s.value.update(1))
-    assert at(h, 150, lambda s: s.value.value()) == 1  # expired, not yet cleaned up
+    # in memory it is expired but not cleaned up yet; Spark's backend sweeps expired keys at
+    # every flush (cleanup differs by backend, as in Flink)
+    swept = state_backend is not None
+    assert at(h, 150, lambda s: s.value.value()) == (None if swept else 1)
     assert at(h, 151, lambda s: s.value.value()) is None  # that read cleaned it up
 
 

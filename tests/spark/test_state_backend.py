@@ -16,40 +16,9 @@ from sparkcast import (
 from sparkcast.core import SubtaskEngine
 from sparkcast.spark import state as spark_state
 from sparkcast.spark.state import SparkStateBackend, SparkStates
+from tests.fake_spark_state import FakeHandle
 
 RULES = MapStateDescriptor("rules", str, object)
-
-
-class FakeMapState:
-    """PySpark's MapState API over a dict: keys and values are tuples."""
-
-    def __init__(self) -> None:
-        self.data: dict[tuple, tuple] = {}
-        self.calls = 0
-
-    def getValue(self, key: tuple) -> tuple | None:  # noqa: N802 - PySpark's names
-        self.calls += 1
-        return self.data.get(key)
-
-    def updateValue(self, key: tuple, value: tuple) -> None:  # noqa: N802
-        self.calls += 1
-        self.data[key] = value
-
-    def removeKey(self, key: tuple) -> None:  # noqa: N802
-        self.calls += 1
-        self.data.pop(key, None)
-
-    def iterator(self) -> Any:
-        self.calls += 1
-        return iter(list(self.data.items()))
-
-
-class FakeHandle:
-    def __init__(self) -> None:
-        self.states: dict[str, FakeMapState] = {}
-
-    def getMapState(self, name: str, key_schema: str, value_schema: str) -> FakeMapState:  # noqa: N802
-        return self.states.setdefault(name, FakeMapState())
 
 
 def ttl_count() -> ValueStateDescriptor:

@@ -21,7 +21,7 @@ from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions, ready_conditions
 from sparkcast.api.output_tag import OutputTag
-from sparkcast.core.backend import DictBackend
+from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
@@ -50,7 +50,11 @@ class BroadcastHarness:
         time_alignment: str = "batch",
         on_error: str = "fail",
         job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
     ) -> None:
+        """``state_backend``: a factory of backends over one store, for testing a backend; the
+        harness binds a fresh one after every call, as Spark binds one per micro-batch, so only
+        what was flushed survives (default: one in-memory ``DictBackend``)."""
         options = ProcessOptions(
             hold_until_ready=ready_conditions(hold_until_ready, broadcast_descriptors),
             hold_capacity=hold_capacity,
@@ -59,7 +63,8 @@ class BroadcastHarness:
             job_parameters=dict(job_parameters or {}),
         )
         self._check_kind(function)
-        self.backend = DictBackend()
+        self._new_backend = state_backend
+        self.backend = DictBackend() if state_backend is None else state_backend()
         self.engine = SubtaskEngine(function, broadcast_descriptors, self.backend, options=options,
                                     subtask_index=subtask_index, parallelism=parallelism,
                                     strict_contexts=True)
@@ -190,6 +195,9 @@ class BroadcastHarness:
     def _collect(self) -> None:
         self.engine.flush()
         self._records.extend(map(OutputRecord._make, self.engine.take_outputs()))
+        if self._new_backend is not None:
+            self.backend = self._new_backend()
+            self.engine.bind(self.backend)
 
     def _expand(self, tag: OutputTag | None) -> list[tuple[Any, int | None]]:
         pairs: list[tuple[Any, int | None]] = []
