@@ -112,8 +112,13 @@ class BroadcastStateView(BroadcastState):
         self._on_change()
 
     def put_all(self, dict_value: dict[Any, Any]) -> None:
+        for key, value in dict_value.items():  # all or nothing: check every entry first
+            self._check(key, value)
+        table = self._table()
         for key, value in dict_value.items():
-            self.put(key, value)
+            table[key] = freeze(value)
+        if dict_value:
+            self._on_change()
 
     def remove(self, key: Any) -> None:
         table = self._table()
