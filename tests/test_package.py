@@ -46,6 +46,23 @@ def test_pure_packages_import_without_pyspark():
     assert result.stdout.strip() == "ok"
 
 
+@pytest.mark.parametrize("statement", ["from sparkcast.spark import Stream",
+                                       "import sparkcast.spark.state"])
+def test_the_spark_runtime_without_pyspark_names_the_extra_to_install(statement):
+    result = _run(
+        f"""
+        try:
+            {statement}
+        except ModuleNotFoundError as exc:
+            print(exc.name, "|", exc)
+        """
+    )
+    assert result.returncode == 0, result.stderr
+    name, message = result.stdout.strip().split(" | ")
+    assert name == "pyspark"
+    assert message.endswith("pip install 'sparkcast[spark]'")
+
+
 def test_the_blocker_really_blocks():
     """Guards the test above: with the finder installed, importing pyspark must fail."""
     result = _run("import pyspark\n")

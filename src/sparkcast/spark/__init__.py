@@ -4,10 +4,15 @@
 ``transformWithStateInPandas`` with Spark-backed state.
 """
 
-from sparkcast.spark.result import DEAD_LETTER_SCHEMA, ProcessResult
-from sparkcast.spark.session import session
-from sparkcast.spark.sink import read_output
-from sparkcast.spark.stream import (
+# first: without pyspark, fail here with the extra to install
+from sparkcast.spark.dependency import require_pyspark
+
+require_pyspark()
+
+from sparkcast.spark.result import DEAD_LETTER_SCHEMA, ProcessResult  # noqa: E402
+from sparkcast.spark.session import session  # noqa: E402
+from sparkcast.spark.sink import read_output  # noqa: E402
+from sparkcast.spark.stream import (  # noqa: E402
     BroadcastConnectedStream,
     BroadcastStream,
     KeyedStream,
