@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 	@$(PY) -m sparkcast.spark.java --check
 	@touch $(STAMP)
 
-test: install
+# lint and types first (seconds), then the suite
+test: install lint
 	$(PY) -m pytest -q
 
 # the flagship demo (fraud rules) on local Spark: files arrive over time, a rule update lands
@@ -26,6 +27,7 @@ demo: install
 
 lint: install
 	$(PY) -m ruff check src tests
+	$(PY) -m mypy
 
 # Benchmarks (benchmarks/run.py writes docs/benchmarks.md and docs/img/). PyFlink pins its own
 # dependency versions, so it lives in its own venv, made here from PyPI.

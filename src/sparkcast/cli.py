@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -146,7 +147,7 @@ def _run(args: argparse.Namespace, settings: object) -> int:
     return 0 if report.ok else 1
 
 
-class _Quiet:
+class _Quiet(io.StringIO):
     """A stream that is not a terminal: the view prints one line per micro-batch."""
 
     def write(self, text: str) -> int:

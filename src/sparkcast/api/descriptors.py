@@ -41,7 +41,8 @@ class StateDescriptor:
         self.ttl_config = ttl_config if ttl_config.is_enabled() else None
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.name == self.name  # type: ignore[attr-defined]
+        return (isinstance(other, StateDescriptor) and type(other) is type(self)
+                and other.name == self.name)
 
     def __hash__(self) -> int:
         return hash((self.kind, self.name))
@@ -85,6 +86,7 @@ class ReducingStateDescriptor(StateDescriptor):
         type_info: Any = None,
     ) -> None:
         super().__init__(name, type_info)
+        self.reduce: Callable[[Any, Any], Any]
         if isinstance(reduce_function, ReduceFunction):
             self.reduce = reduce_function.reduce
         elif callable(reduce_function):

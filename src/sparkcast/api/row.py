@@ -15,9 +15,9 @@ from operator import itemgetter
 from typing import Any
 
 try:  # the C descriptor namedtuple uses: reads the tuple slot directly, ~3x a property
-    from _collections import _tuplegetter
+    from _collections import _tuplegetter  # type: ignore[import-not-found]  # no stubs
 except ImportError:  # pragma: no cover - other Python implementations
-    def _tuplegetter(index: int, doc: str | None) -> Any:  # type: ignore[misc]
+    def _tuplegetter(index: int, doc: str | None) -> Any:
         return property(itemgetter(index), doc=doc)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class StateTtlConfig:
                 raise ValueError("TTL must be positive")
             self._config = config
 
-        def _with(self, **changes: object) -> StateTtlConfig.Builder:
+        def _with(self, **changes: Any) -> StateTtlConfig.Builder:
             self._config = replace(self._config, **changes)
             return self
 

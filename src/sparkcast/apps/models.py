@@ -66,7 +66,7 @@ def train_logistic(x: np.ndarray, y: np.ndarray, *, ids: np.ndarray | None = Non
         error = sigmoid(z) - y
         weights -= lr * (x.T @ error / n + l2 * weights)
         bias -= lr * float(error.mean())
-        if embedding is not None:
+        if embedding is not None and ids is not None:
             grad = np.bincount(ids, weights=error, minlength=n_ids) / n
             embedding -= lr * 20 * (grad + l2 * embedding)
     return weights, bias, embedding

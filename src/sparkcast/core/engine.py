@@ -88,7 +88,7 @@ class SubtaskEngine:
     def _choose_runner(self, parts: ContextParts) -> MainRunner:
         if defines(self.function, "process_batch"):
             return BatchRunner(self.function.process_batch, parts)  # type: ignore[attr-defined]
-        return ElementRunner(self.function.process_element,  # type: ignore[attr-defined]
+        return ElementRunner(self.function.process_element,
                              self.scope, self.collector, self.contexts, self.keyed)
 
     @property
@@ -261,10 +261,11 @@ class SubtaskEngine:
     # ----------------------------------------------------------------------------------- timers
 
     def _fire(self, domain: TimeDomain, upto: int) -> None:
-        if not self.keyed:
-            return
+        function = self.function
+        if not isinstance(function, KeyedBroadcastProcessFunction):
+            return  # timers need a keyed stream
         queue = self.timers[domain]
-        on_timer = self.function.on_timer  # type: ignore[attr-defined]
+        on_timer = function.on_timer
         scope, contexts, invoke = self.scope, self.contexts, self.collector.invoke
         while True:
             due = queue.pop_due(upto)

@@ -111,7 +111,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         job_parameters=spec.job_parameters,
     )
     _check_event_time(main, broadcast.df, spec, options)
-    parallelism = spec.parallelism or int(spark.conf.get("spark.sql.shuffle.partitions", "4"))
+    parallelism = spec.parallelism or int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
     if parallelism < 1:
         raise PipelineError("parallelism must be at least 1")
     if spec.state_buckets < 1:
@@ -202,7 +202,7 @@ def tag_schema(spark: SparkSession, tag: OutputTag) -> StructType | None:
 def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
     """Grouping-key values whose hash partitions are as spread as Spark's partitioning allows:
     subtask i lands in shuffle partition i mod N."""
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions", "4"))
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
     candidates = spark.range(0, 64 * max(parallelism, partitions)).select(
         "id", F.pmod(F.hash(F.col("id")), F.lit(partitions)).alias("p")).collect()
     by_partition: dict[int, list[int]] = {}

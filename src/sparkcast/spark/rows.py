@@ -214,7 +214,7 @@ class OutputEncoder:
             return self._table_of(good, good_ts) if good else None
 
     def _table_of(self, rows: list[tuple], ts: list) -> pa.Table:
-        columns = list(zip(*rows, strict=True)) if rows else [[] for _ in self.fields]
+        columns: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in self.fields]
         arrays = [pa.array(list(c), type=f.type) for c, f in zip(columns, self.main_schema,
                                                                    strict=True)]
         count = len(rows)

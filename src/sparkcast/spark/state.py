@@ -96,11 +96,11 @@ class SparkStateBackend(StateBackend):
 
     def flush(self) -> None:
         version = self._blobs.get("broadcast_version", "")
-        for name, table in self._broadcast.items():
-            table.write_changes(self._states.broadcast[name], self._blob_dir)
-            _remember(self._pipeline_id, name, version, table.entries(), table.seqs)
-        for table in self._keyed.values():
-            table.write_changes()
+        for name, broadcast in self._broadcast.items():
+            broadcast.write_changes(self._states.broadcast[name], self._blob_dir)
+            _remember(self._pipeline_id, name, version, broadcast.entries(), broadcast.seqs)
+        for keyed in self._keyed.values():
+            keyed.write_changes()
 
     def _cached_broadcast(self, name: str, version: str) -> tuple[dict, dict]:
         key = (self._pipeline_id, name, version)

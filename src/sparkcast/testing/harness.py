@@ -19,7 +19,7 @@ import pandas as pd
 
 from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
-from sparkcast.api.options import ProcessOptions, ready_conditions
+from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine
@@ -47,8 +47,8 @@ class BroadcastHarness:
         subtask_index: int = 0,
         hold_until_ready: Iterable[Any] | None = None,
         hold_capacity: int = 100_000,
-        time_alignment: str = "batch",
-        on_error: str = "fail",
+        time_alignment: TimeAlignment = "batch",
+        on_error: OnError = "fail",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
     ) -> None:
@@ -58,8 +58,8 @@ class BroadcastHarness:
         options = ProcessOptions(
             hold_until_ready=ready_conditions(hold_until_ready, broadcast_descriptors),
             hold_capacity=hold_capacity,
-            time_alignment=time_alignment,  # type: ignore[arg-type]
-            on_error=on_error,  # type: ignore[arg-type]
+            time_alignment=time_alignment,
+            on_error=on_error,
             job_parameters=dict(job_parameters or {}),
         )
         self._check_kind(function)
@@ -223,9 +223,10 @@ class KeyedBroadcastHarness(BroadcastHarness):
         broadcast_descriptors: Sequence[MapStateDescriptor],
         **options: Any,
     ) -> None:
-        self._get_key = getattr(key_selector, "get_key", key_selector)
-        if not callable(self._get_key):
+        get_key = getattr(key_selector, "get_key", key_selector)
+        if not callable(get_key):
             raise PipelineError("key_selector must be a callable or have get_key(value)")
+        self._get_key: Callable[[Any], Any] = get_key
         super().__init__(function, broadcast_descriptors, **options)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
