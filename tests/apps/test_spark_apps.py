@@ -96,11 +96,23 @@ def test_enrichment_on_spark(runs):
     check_switch(tracker, progress, versions=2)
 
 
-def test_shapes_on_spark(runs):
+def test_shapes_on_spark(runs, spark, tmp_path):
     tracker, progress = runs["shapes"]
     assert progress.events_in() == 160 and tracker.counts["main"] > 0
     assert [v for v, _ in tracker.switches()][:1] == [1]
     assert tracker.switches()[-1][0] == 3
+    # every match equals the harness's, one micro-batch per file as Spark ran it (keyed
+    # MapState per color: any lost, duplicated or reordered item changes the matches)
+    from sparkcast.apps.shapes import generate
+    from sparkcast.spark import read_output
+    from tests.apps.conftest import simulate
+
+    columns = ["rule", "color", "first_item", "second_item", "rules_version"]
+    on_spark = sorted(tuple(r) for r in read_output(spark, str(tracker.path)).select(*columns)
+                      .collect())
+    harness = simulate(get_app("shapes"), generate(7, **SIZES["shapes"]), tmp_path)
+    assert on_spark == sorted(tuple(o[:5]) for o in harness.output())
+    assert len(on_spark) == tracker.counts["main"]
 
 
 def test_segments_through_the_cli_restarting_from_its_checkpoint(spark, tmp_path, capsys):

@@ -94,14 +94,24 @@ def test_state_timers_and_bookkeeping_survive_a_restart_over_the_same_backend():
 
 
 def test_bind_switches_to_another_backend():
-    e = engine()
+    first = DictBackend()
+    e = engine(first)
     run_batch(e)
-    other = DictBackend()
-    e.bind(other)
+    assert {d.name: len(q) for d, q in e.timers.items()} == {"EVENT_TIME": 3,
+                                                            "PROCESSING_TIME": 0}
+    e.bind(DictBackend())
     assert dict(e.read_only_view(RULES).items()) == {}
-    assert e.timers  # restored (empty) from the new backend
+    assert e.broadcast_version == ""
+    assert [len(q) for q in e.timers.values()] == [0, 0]  # restored (empty) from the new one
+    assert e.keyed_states.peek(TOTAL, "u1") is None
     e.advance_watermark(100, 100)
     assert e.take_outputs() == []
+    e.bind(first)  # and back: everything as the first backend stored it
+    assert sorted(e.read_only_view(RULES).keys()) == ["r1", "r2"]
+    assert e.keyed_states.peek(TOTAL, "u1") == 2
+    e.advance_watermark(100, 100)
+    assert [r[1][:2] for r in e.take_outputs()] == [("TIMER", "u3"), ("TIMER", "u1"),
+                                                    ("TIMER", "u2")]
 
 
 def test_broadcast_version_follows_the_broadcast_elements():

@@ -64,3 +64,13 @@ def test_a_batch_frame_with_a_bad_value_dead_letters_only_that_row():
 
 def test_nothing_to_output_yields_no_frame():
     assert encode([]) is None
+
+
+def test_dicts_and_rows_with_extra_fields_are_refused_not_trimmed():
+    frame = encode([(None, {"s": "a", "n": 1, "typo": 9}, None, False),
+                    (None, Row(s="b", n=2, extra="x"), None, False),
+                    (None, {"s": "ok", "n": 3}, None, False)])
+    assert frame.loc[frame["_tag"].isna(), ["s", "n"]].to_dict("records") == [{"s": "ok", "n": 3}]
+    letters = [json.loads(p) for p in frame.loc[frame["_tag"] == DEAD_LETTERS.tag_id, "_payload"]]
+    assert [letter["callback"] for letter in letters] == ["output", "output"]
+    assert "'typo'" in letters[0]["error"] and "extra" in letters[1]["error"]
