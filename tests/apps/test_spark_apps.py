@@ -101,18 +101,40 @@ def test_shapes_on_spark(runs, spark, tmp_path):
     assert progress.events_in() == 160 and tracker.counts["main"] > 0
     assert [v for v, _ in tracker.switches()][:1] == [1]
     assert tracker.switches()[-1][0] == 3
-    # every match equals the harness's, one micro-batch per file as Spark ran it (keyed
-    # MapState per color: any lost, duplicated or reordered item changes the matches)
+    # every match equals the harness's fed the micro-batches Spark ran (one file per source and
+    # trigger: batch i reads events file i and rules file i); keyed MapState per color, so any
+    # lost, duplicated or reordered item changes the matches
+    from sparkcast.apps.base import BROADCAST, EVENTS
     from sparkcast.apps.shapes import generate
     from sparkcast.spark import read_output
-    from tests.apps.conftest import simulate
+    from tests.apps.conftest import harness_for
 
     columns = ["rule", "color", "first_item", "second_item", "rules_version"]
     on_spark = sorted(tuple(r) for r in read_output(spark, str(tracker.path)).select(*columns)
                       .collect())
-    harness = simulate(get_app("shapes"), generate(7, **SIZES["shapes"]), tmp_path)
-    assert on_spark == sorted(tuple(o[:5]) for o in harness.output())
+    drops = generate(7, **SIZES["shapes"])
+    files = {folder: [d.rows for d in sorted(drops, key=lambda d: d.name) if d.folder == folder]
+             for folder in (EVENTS, BROADCAST)}
+    app = get_app("shapes")
+    h = harness_for(app, tmp_path)
+    for i, events in enumerate(files[EVENTS]):
+        rules = files[BROADCAST][i] if i < len(files[BROADCAST]) else ()
+        h.process_micro_batch(main=runtime_order(spark, app.events_schema, events),
+                              broadcast=list(rules))
+    assert on_spark == sorted(tuple(o[:5]) for o in h.output())
     assert len(on_spark) == tracker.counts["main"]
+
+
+def runtime_order(spark, schema: str, rows) -> list[dict]:
+    """A keyed micro-batch's rows in the order the runtime gives keyed state: by event time,
+    then by the row's content hash (Spark's xxhash64 of its columns); shapes has no event
+    time, so by the hash alone."""
+    from pyspark.sql import functions as F
+
+    fields = [part.split()[0] for part in schema.split(", ")]
+    frame = spark.createDataFrame([tuple(r[f] for f in fields) for r in rows], schema)
+    hashes = frame.select(F.xxhash64(*fields).alias("h"), *fields).collect()
+    return [{f: row[f] for f in fields} for row in sorted(hashes, key=lambda r: r["h"])]
 
 
 def test_segments_through_the_cli_restarting_from_its_checkpoint(spark, tmp_path, capsys):
