@@ -22,9 +22,11 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcast
 from sparkcast.api.options import ProcessOptions, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
+from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
 from sparkcast.core.keyed_state import NO_KEY
+from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.errors import PipelineError
 
@@ -50,6 +52,8 @@ class BroadcastHarness:
         time_alignment: str = "batch",
         on_error: str = "fail",
         job_parameters: dict[str, Any] | None = None,
+        output_schema: str | None = None,
+        side_outputs: Sequence[OutputTag] = (),
     ) -> None:
         options = ProcessOptions(
             hold_until_ready=ready_conditions(hold_until_ready, broadcast_descriptors),
@@ -65,6 +69,7 @@ class BroadcastHarness:
                                     strict_contexts=True)
         self._records: list[OutputRecord] = []
         self._opened = False
+        self._checker = _checker(output_schema, side_outputs)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         if isinstance(function, KeyedBroadcastProcessFunction):
@@ -189,7 +194,12 @@ class BroadcastHarness:
 
     def _collect(self) -> None:
         self.engine.flush()
-        self._records.extend(map(OutputRecord._make, self.engine.take_outputs()))
+        records = list(map(OutputRecord._make, self.engine.take_outputs()))
+        if self._checker is not None and records:
+            checked = self._checker.check(records, keep=True)
+            records = checked.accepted_records() + [
+                OutputRecord(DEAD_LETTERS, letter, ts) for letter, ts in checked.letters]
+        self._records.extend(records)
 
     def _expand(self, tag: OutputTag | None) -> list[tuple[Any, int | None]]:
         pairs: list[tuple[Any, int | None]] = []
@@ -203,6 +213,16 @@ class BroadcastHarness:
             else:
                 pairs.append((record.value, record.timestamp))
         return pairs
+
+
+def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag]
+             ) -> OutputChecker | None:
+    """With ``output_schema`` or ``side_outputs``, outputs are checked as on Spark (the same
+    ``OutputChecker``): a bad output is a dead letter, not a value in ``output()``."""
+    if output_schema is None and not side_outputs:
+        return None
+    sides = {t.tag_id: None if t.schema is None else parse_ddl(t.schema) for t in side_outputs}
+    return OutputChecker(None if output_schema is None else parse_ddl(output_schema), sides)
 
 
 class KeyedBroadcastHarness(BroadcastHarness):
