@@ -113,8 +113,10 @@ def test_dead_letters_are_counted_and_logged_when_only_main_is_consumed(spark, t
     query.awaitTermination()
     assert query.exception() is None
     assert sorted(r["id"] for r in spark.table("only_main").collect()) == [0, 2, 4]
-    metrics = [p["observedMetrics"]["sparkcast"] for p in query.recentProgress
-               if p.get("observedMetrics", {}).get("sparkcast")]
+    name = result.observation
+    assert name is not None and name.startswith("sparkcast")
+    metrics = [p["observedMetrics"][name] for p in query.recentProgress
+               if p.get("observedMetrics", {}).get(name)]
     assert sum(m["dead_letters"] for m in metrics) == 3
     assert sum(m["dead_letters_process_element"] for m in metrics) == 3
     assert sum(m["main_rows"] for m in metrics) == 3

@@ -7,7 +7,11 @@ registered once per session, logs one WARN line on the driver (logger ``sparkcas
 micro-batch with dead letters: the count per callback and the first reason.
 
 The metric names are stable, for monitoring to build on: ``main_rows``, ``side_output_rows``,
-``dead_letters``, ``dead_letters_<callback>`` and ``first_dead_letter``.
+``dead_letters``, ``dead_letters_<callback>`` and ``first_dead_letter``. Spark refuses two
+observations of one name with different plans in one query (several ``process`` results
+unioned), so each operator built in a session takes the next name: ``sparkcast``,
+``sparkcast_2``, ... (the same for the same program, so stable across restarts);
+``ProcessResult.observation`` says which.
 """
 
 from __future__ import annotations
@@ -30,10 +34,16 @@ CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", 
 
 log = logging.getLogger("sparkcast")
 _LISTENING: set[int] = set()
+_BUILT: dict[int, int] = {}
 
 
-def observed(tagged: DataFrame) -> DataFrame:
-    """The tagged frame with the ``sparkcast`` observation (and the session's WARN listener)."""
+def next_name(spark: SparkSession) -> str:
+    count = _BUILT[id(spark)] = _BUILT.get(id(spark), 0) + 1
+    return OBSERVATION if count == 1 else f"{OBSERVATION}_{count}"
+
+
+def observed(tagged: DataFrame, name: str) -> DataFrame:
+    """The tagged frame with the observation ``name`` (and the session's WARN listener)."""
     listen(tagged.sparkSession)
     tag = F.col(TAG)
     letter = tag == F.lit(DEAD_LETTERS.tag_id)
@@ -48,7 +58,7 @@ def observed(tagged: DataFrame) -> DataFrame:
                                           F.get_json_object(F.col(PAYLOAD), "$.error"))))
         .alias("first_dead_letter"),
     ]
-    return tagged.observe(OBSERVATION, *metrics)
+    return tagged.observe(name, *metrics)
 
 
 def listen(spark: SparkSession) -> None:
@@ -79,13 +89,12 @@ class DeadLetterListener(StreamingQueryListener):
 
     def onQueryProgress(self, event: Any) -> None:
         progress = event.progress
-        row = progress.observedMetrics.get(OBSERVATION)
-        if row is None:
-            return
         name = progress.name or str(progress.id)
-        line = warning(row.asDict(), name, progress.batchId)
-        if line is not None:
-            log.warning(line)
+        for observation, row in progress.observedMetrics.items():
+            if observation == OBSERVATION or observation.startswith(f"{OBSERVATION}_"):
+                line = warning(row.asDict(), name, progress.batchId)
+                if line is not None:
+                    log.warning(line)
 
     def onQueryIdle(self, event: Any) -> None:
         pass

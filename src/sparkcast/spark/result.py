@@ -19,7 +19,7 @@ from sparkcast.core.output_check import no_schema_reason
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
 from sparkcast.spark.layout import DEAD_LETTER_SCHEMA, PAYLOAD, TAG, TS
-from sparkcast.spark.observe import observed
+from sparkcast.spark.observe import next_name, observed
 from sparkcast.spark.plan import RuntimePlan, parse_schema
 
 # re-exported: sparkcast.spark.DEAD_LETTER_SCHEMA
@@ -32,12 +32,18 @@ class ProcessResult:
     def __init__(self, plan: RuntimePlan) -> None:
         self.plan = plan
         self._tagged: DataFrame | None = None
+        #: the name of this result's dead-letter counts in ``observedMetrics`` (observe.py)
+        self.observation: str | None = None
 
     @property
     def tagged(self) -> DataFrame:
         """The operator's raw output: ``_tag``, ``_ts``, ``_payload`` and the main fields."""
         if self._tagged is None:
-            self._tagged = _operator(self.plan)
+            tagged = _operator(self.plan)
+            if tagged.isStreaming:
+                self.observation = next_name(tagged.sparkSession)
+                tagged = observed(tagged, self.observation)
+            self._tagged = tagged
         return self._tagged
 
     def reset(self) -> None:
@@ -120,4 +126,4 @@ def _operator(plan: RuntimePlan) -> DataFrame:
 
         tagged = tagged.unionByName(corrupt_letters(plan.corrupt_input, plan.output_schema,
                                                     schema[TS].dataType))
-    return observed(tagged) if tagged.isStreaming else tagged
+    return tagged
