@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from sparkcast.api.row import row_type
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
-from sparkcast.spark.rows import to_jsonable
+from sparkcast.spark.layout import to_jsonable
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.conftest import write_json_lines
 from tests.spark.corpus import Program

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pandas as pd
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from sparkcast import OutputTag, Row
 from sparkcast.core.records import DEAD_LETTERS
@@ -17,7 +17,7 @@ REVIEW = OutputTag("review", "s string, n long")
 
 
 def encode(records):
-    frames = OutputEncoder(SCHEMA, {"review": ["s", "n"]}).encode(records, subtask=3)
+    frames = OutputEncoder(SCHEMA, {"review": SCHEMA}).encode(records, subtask=3)
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
@@ -74,3 +74,44 @@ def test_dicts_and_rows_with_extra_fields_are_refused_not_trimmed():
     letters = [json.loads(p) for p in frame.loc[frame["_tag"] == DEAD_LETTERS.tag_id, "_payload"]]
     assert [letter["callback"] for letter in letters] == ["output", "output"]
     assert "'typo'" in letters[0]["error"] and "extra" in letters[1]["error"]
+
+
+def letters_of(frame):
+    return [json.loads(p) for p in frame.loc[frame["_tag"] == DEAD_LETTERS.tag_id, "_payload"]]
+
+
+def test_a_side_output_of_the_wrong_type_or_width_is_a_dead_letter():
+    frame = encode([(REVIEW, ("x", 9), 1, False), (REVIEW, ("y", "nine"), 2, False),
+                    (REVIEW, ("z",), 3, False), (REVIEW, {"s": "w", "n": 1, "extra": 0}, 4, False)])
+    assert [json.loads(p) for p in frame.loc[frame["_tag"] == "review", "_payload"]] == [
+        {"s": "x", "n": 9}]
+    letters = letters_of(frame)
+    assert [(x["callback"], x["timestamp"]) for x in letters] == [
+        ("output", 3), ("output", 4), ("output", 2)]
+    assert "side output 'review'" in letters[2]["error"]
+    assert json.loads(letters[2]["value"]) == ["y", "nine"]
+
+
+def test_a_side_output_without_any_schema_is_a_dead_letter_naming_the_fix():
+    frame = encode([(OutputTag("audit"), ("x", 1), 1, False)])
+    [letter] = letters_of(frame)
+    assert "side_outputs=[OutputTag('audit'" in letter["error"]
+    assert (frame["_tag"] == "audit").sum() == 0
+
+
+def test_a_tag_carrying_its_schema_is_typed_without_being_declared():
+    frame = encode([(OutputTag("late", "id long"), (5,), 1, False),
+                    (OutputTag("late", "id long"), ("five",), 2, False)])
+    assert [json.loads(p) for p in frame.loc[frame["_tag"] == "late", "_payload"]] == [{"id": 5}]
+    assert len(letters_of(frame)) == 1
+
+
+def test_nan_and_infinities_stay_numbers_in_side_outputs_and_main_frames():
+    schema = StructType([StructField("x", DoubleType())])
+    records = [(None, (v,), None, False) for v in (float("nan"), float("inf"), -0.0)]
+    records.append((OutputTag("f", "x double"), (float("-inf"),), None, False))
+    frame = pd.concat(OutputEncoder(schema, {}).encode(records, 0), ignore_index=True)
+    main = frame.loc[frame["_tag"].isna(), "x"].tolist()
+    assert np.isnan(main[0]) and main[1] == float("inf") and np.signbit(main[2])
+    assert frame.loc[frame["_tag"] == "f", "_payload"].tolist() == ['{"x": -Infinity}']
+    assert not frame.loc[frame["_tag"].isna(), "x"].isna().iloc[1:].any()

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.spark.layout import PAYLOAD, TAG, TS
 
 CORRUPT_COLUMN = "_corrupt_record"
 
@@ -47,8 +48,8 @@ def corrupt_letters(bad: DataFrame, output_schema: StructType, ts_type: DataType
         F.lit(None).cast("int").alias("subtask"),
     )
     return bad.select(
-        F.lit(DEAD_LETTERS.tag_id).alias("_tag"),
-        F.lit(None).cast(ts_type).alias("_ts"),
-        F.to_json(letter).alias("_payload"),
+        F.lit(DEAD_LETTERS.tag_id).alias(TAG),
+        F.lit(None).cast(ts_type).alias(TS),
+        F.to_json(letter).alias(PAYLOAD),
         *[F.lit(None).cast(f.dataType).alias(f.name) for f in output_schema.fields],
     )

@@ -33,10 +33,10 @@ from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function
 from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import default_blob_dir
 from sparkcast.spark.corrupt import split_corrupt
+from sparkcast.spark.layout import check_reserved
 from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
 from sparkcast.spark.stateless import needs_no_state
 
-RESERVED = ("_tag", "_ts", "_payload")
 MAX_STATIC_BROADCAST_ROWS = 1_000_000
 
 
@@ -118,9 +118,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         raise PipelineError("state_buckets must be at least 1")
     keyed_descriptors = discover_keyed_state(spec.function, descriptors, options, parallelism)
     output_schema = parse_schema(spark, spec.output_schema, "output_schema")
-    clash = [n for n in output_schema.fieldNames() if n in RESERVED]
-    if clash:
-        raise PipelineError(f"output_schema fields {clash} are reserved; rename them")
+    check_reserved(output_schema.fieldNames())
     groups = balanced_group_keys(spark, parallelism)
     plan = RuntimePlan(
         pipeline_id=uuid.uuid4().hex,

@@ -45,9 +45,7 @@ class BroadcastProcessor(StatefulProcessor):
         self.handle = handle
         self.states = SparkStates(handle, [d.name for d in plan.broadcast_descriptors],
                                   [d.name for d in plan.keyed_descriptors])
-        self.encoder = OutputEncoder(
-            plan.output_schema,
-            {tag: (None if s is None else s.fieldNames()) for tag, s in plan.side_schemas.items()})
+        self.encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
                         ) -> Iterator[pd.DataFrame]:

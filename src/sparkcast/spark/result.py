@@ -1,7 +1,8 @@
 """``ProcessResult``: the outputs of ``process(...)`` as DataFrames, and one query writing all.
 
-The operator emits one tagged frame: main rows in typed columns (``_tag`` null), side outputs and
-dead letters as JSON in ``_payload`` (low volume, any schema). Each accessor filters and parses.
+The operator emits one tagged frame (``layout.py``): main rows in typed columns (``_tag`` null),
+side outputs and dead letters as JSON in ``_payload`` (low volume, any schema), observed for the
+dead-letter counts (``observe.py``) before each accessor filters and parses it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from sparkcast.api.options import HOLD_OVERFLOW
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.core.output_check import no_schema_reason
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import RuntimePlan, tag_schema
+from sparkcast.spark.layout import DEAD_LETTER_SCHEMA, PAYLOAD, TAG, TS
+from sparkcast.spark.observe import next_name, observed
+from sparkcast.spark.plan import RuntimePlan, parse_schema
 
-DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, "
-                      "timestamp long, subtask int")
+# re-exported: sparkcast.spark.DEAD_LETTER_SCHEMA
+__all__ = ["DEAD_LETTER_SCHEMA", "ProcessResult"]
 
 
 class ProcessResult:
@@ -27,12 +32,18 @@ class ProcessResult:
     def __init__(self, plan: RuntimePlan) -> None:
         self.plan = plan
         self._tagged: DataFrame | None = None
+        #: the name of this result's dead-letter counts in ``observedMetrics`` (observe.py)
+        self.observation: str | None = None
 
     @property
     def tagged(self) -> DataFrame:
         """The operator's raw output: ``_tag``, ``_ts``, ``_payload`` and the main fields."""
         if self._tagged is None:
-            self._tagged = _operator(self.plan)
+            tagged = _operator(self.plan)
+            if tagged.isStreaming:
+                self.observation = next_name(tagged.sparkSession)
+                tagged = observed(tagged, self.observation)
+            self._tagged = tagged
         return self._tagged
 
     def reset(self) -> None:
@@ -43,27 +54,28 @@ class ProcessResult:
     def main(self) -> DataFrame:
         """The main output, with the ``output_schema`` columns."""
         fields = [F.col(f"`{f}`") for f in self.plan.output_schema.fieldNames()]
-        return self.tagged.filter(F.col("_tag").isNull()).select(*fields)
+        return self.tagged.filter(F.col(TAG).isNull()).select(*fields)
 
     def side_output(self, tag: OutputTag) -> DataFrame:
-        """One side output; typed by ``tag.schema``, else one JSON column ``value``."""
+        """One side output, typed by its schema (declared in ``side_outputs=[...]`` or carried
+        by the tag); a tag declared without a schema gives one JSON column ``value``."""
         if not isinstance(tag, OutputTag):
             raise PipelineError(f"side_output takes an OutputTag, not {type(tag).__name__}")
         if tag.tag_id == DEAD_LETTERS.tag_id:
             return self.dead_letters
         schema = self._register(tag)
-        rows = self.tagged.filter(F.col("_tag") == F.lit(tag.tag_id))
+        rows = self.tagged.filter(F.col(TAG) == F.lit(tag.tag_id))
         if schema is None:
-            return rows.select(F.col("_payload").alias("value"))
-        return rows.select(F.from_json("_payload", schema).alias("v")).select("v.*")
+            return rows.select(F.col(PAYLOAD).alias("value"))
+        return rows.select(F.from_json(PAYLOAD, schema).alias("v")).select("v.*")
 
     get_side_output = side_output  # PyFlink's name, so ported code reads the same
 
     @property
     def dead_letters(self) -> DataFrame:
         """Inputs and outputs that failed, with the reason (``callback``, ``error``)."""
-        rows = self.tagged.filter(F.col("_tag") == F.lit(DEAD_LETTERS.tag_id))
-        return rows.select(F.from_json("_payload", DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
+        rows = self.tagged.filter(F.col(TAG) == F.lit(DEAD_LETTERS.tag_id))
+        return rows.select(F.from_json(PAYLOAD, DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
 
     def write_stream(self, path: str, checkpoint_location: str, *, format: str = "parquet",
                      trigger: dict[str, Any] | None = None, query_name: str | None = None) -> Any:
@@ -79,11 +91,14 @@ class ProcessResult:
 
     def _register(self, tag: OutputTag) -> StructType | None:
         known = self.plan.side_schemas
+        if tag.tag_id == HOLD_OVERFLOW.tag_id and tag.tag_id not in known:
+            return None
         if tag.tag_id not in known:
-            # the workers map tuple outputs onto the tag's fields, so they must know it: later
+            if tag.schema is None or self.plan.spark is None:
+                raise PipelineError(no_schema_reason(tag.tag_id))
+            # the workers check outputs against the tag's schema, so they must know it: later
             # accessors (and write_stream) use an operator built with the new tag
-            known[tag.tag_id] = (None if tag.schema is None or self.plan.spark is None
-                                 else tag_schema(self.plan.spark, tag))
+            known[tag.tag_id] = parse_schema(self.plan.spark, tag.schema, f"{tag} schema")
             self._tagged = None
         return known[tag.tag_id]
 
@@ -96,9 +111,9 @@ def _operator(plan: RuntimePlan) -> DataFrame:
     schema = plan.tagged_input.schema
     broadcast_types = [schema[f"b_{i}"].dataType for i in range(len(plan.broadcast_fields))
                        if f"b_{i}" in schema.fieldNames()]
-    output = StructType([StructField("_tag", StringType()),
-                         StructField("_ts", schema["_ts"].dataType),
-                         StructField("_payload", StringType()),
+    output = StructType([StructField(TAG, StringType()),
+                         StructField(TS, schema[TS].dataType),
+                         StructField(PAYLOAD, StringType()),
                          *plan.output_schema.fields])
     if plan.stateless:
         tagged = stateless_operator(plan, output)
@@ -106,9 +121,9 @@ def _operator(plan: RuntimePlan) -> DataFrame:
         tagged = plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
             statefulProcessor=BroadcastProcessor(plan.for_workers(), broadcast_types),
             outputStructType=output, outputMode="Append", timeMode=plan.time_mode)
-    if plan.corrupt_input is None:
-        return tagged
-    from sparkcast.spark.corrupt import corrupt_letters
+    if plan.corrupt_input is not None:
+        from sparkcast.spark.corrupt import corrupt_letters
 
-    return tagged.unionByName(corrupt_letters(plan.corrupt_input, plan.output_schema,
-                                              schema["_ts"].dataType))
+        tagged = tagged.unionByName(corrupt_letters(plan.corrupt_input, plan.output_schema,
+                                                    schema[TS].dataType))
+    return tagged

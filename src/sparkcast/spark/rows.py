@@ -7,9 +7,6 @@ fails row by row, so one bad output becomes a dead letter instead of failing the
 
 from __future__ import annotations
 
-import base64
-import datetime
-import decimal
 import json
 import math
 from collections.abc import Sequence
@@ -18,9 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from pyspark.sql.types import StructType
 
 from sparkcast.api.row import Row, row_type
-from sparkcast.core.records import DEAD_LETTERS, DeadLetter, OutputRecord
+from sparkcast.core.output_check import CheckedOutput, OutputChecker
+from sparkcast.core.records import DEAD_LETTERS, OutputRecord
+from sparkcast.spark.layout import PAYLOAD, TAG, TS, dead_letter_payload, payload, to_jsonable
 
 
 def row_from_spark(fields: tuple[str, ...], values: Sequence[Any]) -> Row:
@@ -73,64 +73,19 @@ def rows_of(frame: pd.DataFrame, start: int, fields: tuple[str, ...],
     return [make(values) for values in zip(*columns, strict=True)]
 
 
-def to_jsonable(value: Any, field_names: Sequence[str] | None = None) -> Any:
-    """A JSON-ready form of an output value; tuples map onto the tag's field names."""
-    if isinstance(value, Row) and value.__fields__:
-        return {k: to_jsonable(v) for k, v in zip(value.__fields__, value, strict=True)}
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (tuple, list)):
-        if field_names is not None and len(value) == len(field_names):
-            return {k: to_jsonable(v) for k, v in zip(field_names, value, strict=True)}
-        return [to_jsonable(v) for v in value]
-    return _json_scalar(value)
-
-
-def _json_scalar(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, (datetime.datetime, datetime.date)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
-
-
-def payload(value: Any, field_names: Sequence[str] | None = None) -> str:
-    return json.dumps(to_jsonable(value, field_names), ensure_ascii=False)
-
-
-def dead_letter_payload(letter: DeadLetter, subtask: int) -> str:
-    return json.dumps({
-        "callback": letter.callback,
-        "error": letter.error,
-        "key": None if letter.key is None else payload(letter.key),
-        "value": payload(letter.value),
-        "timestamp": letter.timestamp,
-        "subtask": subtask,
-    }, ensure_ascii=False)
-
-
 class OutputEncoder:
-    """Turns engine outputs into the operator's output frame:
-    ``_tag`` (None = main), ``_ts``, ``_payload`` (JSON of side outputs), then the main fields."""
+    """Turns engine outputs into the operator's output frame (``layout.py``): every output is
+    checked by the core's ``OutputChecker`` (the harness's code), main rows stay typed Arrow
+    columns, side outputs and dead letters become JSON payloads."""
 
-    def __init__(self, output_schema: Any, side_fields: dict[str, list[str] | None]) -> None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
+    def __init__(self, output_schema: StructType, side_schemas: dict[str, StructType | None]
+                 ) -> None:
         self.fields = list(output_schema.fieldNames())
-        self.main_schema = to_arrow_schema(output_schema)
-        self.schema = pa.schema([pa.field("_tag", pa.string()), pa.field("_ts", pa.int64()),
-                                 pa.field("_payload", pa.string()), *self.main_schema])
-        self.side_fields = side_fields
+        self.main_schema = arrow_schema(output_schema)
+        self.schema = pa.schema([pa.field(TAG, pa.string()), pa.field(TS, pa.int64()),
+                                 pa.field(PAYLOAD, pa.string()), *self.main_schema])
+        self.checker = OutputChecker(self.main_schema, {
+            tag: None if s is None else arrow_schema(s) for tag, s in side_schemas.items()})
 
     def encode(self, records: list[OutputRecord], subtask: int) -> list[pd.DataFrame]:
         """Output frames (none when there is nothing: Spark wants no frame, not an empty one)."""
@@ -138,121 +93,26 @@ class OutputEncoder:
 
     def encode_tables(self, records: list[OutputRecord], subtask: int) -> list[pa.Table]:
         """The same as Arrow tables, none of them empty."""
-        main: list[tuple[Any, ...]] = []
-        main_ts: list[int | None] = []
-        frames: list[pd.DataFrame] = []
+        checked = self.checker.check(records)
+        tables = [self._main_table(t, ts) for t, ts in _pairs(checked.outputs.get(None))]
         extra: list[tuple[str, int | None, str]] = []
-        fields = len(self.fields)
-        for record in records:
-            tag, value, timestamp, batch = record
-            if batch:
-                self._batch(OutputRecord(*record), frames, extra, subtask)
-            elif tag is None:
-                if type(value) is tuple and len(value) == fields:  # the common case, fast
-                    main.append(value)
-                    main_ts.append(timestamp)
-                else:
-                    self._main_value(OutputRecord(*record), main, main_ts, extra, subtask)
-            elif tag == DEAD_LETTERS:
-                extra.append((DEAD_LETTERS.tag_id, timestamp, dead_letter_payload(value, subtask)))
-            else:
-                names = self.side_fields.get(tag.tag_id)
-                extra.append((tag.tag_id, timestamp, payload(value, names)))
-        tables = [self._main_table(main, main_ts, extra, subtask)]
-        tables += [self._frame_table(f, extra, subtask) for f in frames]
+        for tag_id, output in checked.outputs.items():
+            if tag_id is not None:
+                for table, timestamps in _pairs(output):
+                    extra.extend((tag_id, t, json.dumps(to_jsonable(row), ensure_ascii=False))
+                                 for row, t in zip(table.to_pylist(), timestamps, strict=True))
+        extra.extend((tag_id, t, payload(v)) for tag_id, v, t in checked.untyped)
+        extra.extend((DEAD_LETTERS.tag_id, t, dead_letter_payload(letter, subtask))
+                     for letter, t in checked.letters)
         tables.append(self._extra_table(extra))
         return [t for t in tables if t is not None and t.num_rows]
 
-    def _main_value(self, record: OutputRecord, main: list, main_ts: list, extra: list,
-                    subtask: int) -> None:
-        value = record.value
-        if isinstance(value, dict):
-            missing = [f for f in self.fields if f not in value]
-            if missing or len(value) != len(self.fields):
-                self._reject(record, f"output fields {sorted(value)} do not match the output "
-                             f"schema {self.fields}", extra, subtask)
-                return
-            value = tuple(value[f] for f in self.fields)
-        elif isinstance(value, Row) and value.__fields__:
-            if set(value.__fields__) != set(self.fields):
-                self._reject(record, f"output Row fields {list(value.__fields__)} do not match "
-                             f"the output schema {self.fields}", extra, subtask)
-                return
-            value = tuple(value[f] for f in self.fields)
-        elif not isinstance(value, (tuple, list)):
-            if len(self.fields) != 1:
-                self._reject(record, f"output {type(value).__name__} is not a tuple, dict or Row "
-                             f"of the output schema {self.fields}", extra, subtask)
-                return
-            value = (value,)
-        if len(value) != len(self.fields):
-            self._reject(record, f"output has {len(value)} fields, the output schema "
-                         f"{len(self.fields)} ({self.fields})", extra, subtask)
-            return
-        main.append(tuple(value))
-        main_ts.append(record.timestamp)
-
-    def _main_table(self, rows: list[tuple], ts: list, extra: list, subtask: int
-                    ) -> pa.Table | None:
-        if not rows:
-            return None
-        try:
-            return self._table_of(rows, ts)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-            good, good_ts = [], []
-            for row, t in zip(rows, ts, strict=True):
-                try:
-                    self._table_of([row], [t])
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError,
-                        OverflowError) as exc:
-                    letter = DeadLetter("output", f"output does not match the output schema: "
-                                        f"{exc}", row, None, t)
-                    extra.append((DEAD_LETTERS.tag_id, t, dead_letter_payload(letter, subtask)))
-                    continue
-                good.append(row)
-                good_ts.append(t)
-            return self._table_of(good, good_ts) if good else None
-
-    def _table_of(self, rows: list[tuple], ts: list) -> pa.Table:
-        columns: list[Any] = list(zip(*rows, strict=True)) if rows else [[] for _ in self.fields]
-        arrays = [pa.array(list(c), type=f.type) for c, f in zip(columns, self.main_schema,
-                                                                   strict=True)]
-        count = len(rows)
-        return pa.Table.from_arrays(
-            [pa.nulls(count, pa.string()), pa.array(ts, pa.int64()),
-             pa.nulls(count, pa.string()), *arrays], schema=self.schema)
-
-    def _frame_table(self, frame: pd.DataFrame, extra: list, subtask: int) -> pa.Table | None:
-        missing = [f for f in self.fields if f not in frame.columns]
-        if missing:
-            letter = DeadLetter("process_batch", f"returned frame lacks output columns {missing}",
-                                f"<DataFrame of {len(frame)} rows, columns "
-                                f"{list(frame.columns)}>", None, None)
-            extra.append((DEAD_LETTERS.tag_id, None, dead_letter_payload(letter, subtask)))
-            return None
-        try:  # column-wise, at Arrow speed
-            body = pa.Table.from_pandas(_nan_as_null(frame[self.fields]),
-                                        schema=self.main_schema, preserve_index=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-            rows = list(frame[self.fields].itertuples(index=False, name=None))
-            return self._main_table(rows, [None] * len(rows), extra, subtask)
+    def _main_table(self, body: pa.Table, timestamps: list[int | None]) -> pa.Table:
         count = body.num_rows
         return pa.Table.from_arrays(
-            [pa.nulls(count, pa.string()), pa.nulls(count, pa.int64()),
-             pa.nulls(count, pa.string()), *body.columns], schema=self.schema)
-
-    def _batch(self, record: OutputRecord, frames: list, extra: list, subtask: int) -> None:
-        if record.tag is None:
-            frames.append(record.value)
-            return
-        names = self.side_fields.get(record.tag.tag_id)
-        values = (record.value.to_dict("records") if isinstance(record.value, pd.DataFrame)
-                  else list(record.value))
-        extra.extend((record.tag.tag_id, None, payload(v, names)) for v in values)
-
-    def _reject(self, record: OutputRecord, reason: str, extra: list, subtask: int) -> None:
-        letter = DeadLetter("output", reason, record.value, None, record.timestamp)
-        extra.append((DEAD_LETTERS.tag_id, record.timestamp, dead_letter_payload(letter, subtask)))
+            [pa.nulls(count, pa.string()), pa.array(timestamps, pa.int64()),
+             pa.nulls(count, pa.string()), *body.columns],
+            schema=self.schema)
 
     def _extra_table(self, extra: list[tuple[str, int | None, str]]) -> pa.Table | None:
         if not extra:
@@ -265,16 +125,18 @@ class OutputEncoder:
              *[pa.nulls(count, f.type) for f in self.main_schema]], schema=self.schema)
 
 
-def _nan_as_null(frame: pd.DataFrame) -> pd.DataFrame:
-    """pandas writes a missing value into an object column as NaN (a float), which Arrow refuses
-    for a string column; in a DataFrame NaN means null, so make it one."""
-    objects = [c for c in frame.columns if frame[c].dtype == object and frame[c].isna().any()]
-    if not objects:
-        return frame
-    frame = frame.copy()
-    for column in objects:
-        frame[column] = frame[column].astype(object).where(frame[column].notna(), None)
-    return frame
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """A Spark schema's Arrow types as PySpark's conversion gives them (timestamps in UTC, as
+    the core's DDL parser, ``core/ddl.py``, gives them to the harness)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _pairs(output: CheckedOutput | None) -> list[tuple[pa.Table, list[int | None]]]:
+    if output is None:
+        return []
+    return list(zip(output.tables, output.timestamps, strict=True))
 
 
 # ints as pandas' masked arrays: nulls stay nulls without boxing every value into an object
@@ -285,13 +147,19 @@ _NULLABLE_INTS = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(),
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
     """Column by column: all-null columns (most rows are main rows, whose tag and payload are
     null) are made without Arrow's per-value boxing; strings stay object dtype, which PySpark's
-    output conversion handles (pandas 3's Arrow-backed strings broke it, DESIGN.md §5)."""
+    output conversion handles (pandas 3's Arrow-backed strings broke it, DESIGN.md §5).
+
+    Floating columns stay Arrow-backed: PySpark converts a numpy-backed column with the mask
+    ``series.isnull()``, which turns every NaN into null; an Arrow-backed one it passes as is,
+    so NaN stays NaN (and null stays null)."""
     count = table.num_rows
     columns: dict[str, Any] = {}
     for name, column in zip(table.column_names, table.columns, strict=True):
         kind = column.type
         if column.null_count == count and (pa.types.is_string(kind) or pa.types.is_binary(kind)):
             columns[name] = np.full(count, None, dtype=object)
+        elif pa.types.is_floating(kind):
+            columns[name] = pd.Series(pd.arrays.ArrowExtensionArray(column.combine_chunks()))
         elif column.null_count == count and kind in _NULLABLE_INTS:
             columns[name] = pd.arrays.IntegerArray(np.zeros(count, dtype=kind.to_pandas_dtype()),
                                                    np.ones(count, dtype=bool))

@@ -76,9 +76,7 @@ class StatelessRunner:
         if engine is None:
             engine = _ENGINES[(plan.pipeline_id, subtask)] = static_engine(plan, subtask)
             engine.take_outputs()
-        encoder = OutputEncoder(
-            plan.output_schema,
-            {tag: (None if s is None else s.fieldNames()) for tag, s in plan.side_schemas.items()})
+        encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
         for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
             values, timestamps = main_input(table, 1, plan.main_fields, engine.vectorized)
             engine.run_micro_batch([], values, timestamps,

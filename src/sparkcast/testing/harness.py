@@ -22,8 +22,10 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcast
 from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend, StateBackend
+from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
+from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
 from sparkcast.errors import PipelineError
@@ -51,6 +53,8 @@ class BroadcastHarness:
         on_error: OnError = "fail",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        side_outputs: Sequence[OutputTag] = (),
     ) -> None:
         """``state_backend``: a factory of backends over one store, for testing a backend; the
         harness binds a fresh one after every call, as Spark binds one per micro-batch, so only
@@ -70,6 +74,7 @@ class BroadcastHarness:
                                     strict_contexts=True)
         self._records: list[OutputRecord] = []
         self._opened = False
+        self._checker = _checker(output_schema, side_outputs)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         if isinstance(function, KeyedBroadcastProcessFunction):
@@ -194,7 +199,12 @@ class BroadcastHarness:
 
     def _collect(self) -> None:
         self.engine.flush()
-        self._records.extend(map(OutputRecord._make, self.engine.take_outputs()))
+        records = list(map(OutputRecord._make, self.engine.take_outputs()))
+        if self._checker is not None and records:
+            checked = self._checker.check(records, keep=True)
+            records = checked.accepted_records() + [
+                OutputRecord(DEAD_LETTERS, letter, ts) for letter, ts in checked.letters]
+        self._records.extend(records)
         if self._new_backend is not None:
             self.backend = self._new_backend()
             self.engine.bind(self.backend)
@@ -211,6 +221,16 @@ class BroadcastHarness:
             else:
                 pairs.append((record.value, record.timestamp))
         return pairs
+
+
+def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag]
+             ) -> OutputChecker | None:
+    """With ``output_schema`` or ``side_outputs``, outputs are checked as on Spark (the same
+    ``OutputChecker``): a bad output is a dead letter, not a value in ``output()``."""
+    if output_schema is None and not side_outputs:
+        return None
+    sides = {t.tag_id: None if t.schema is None else parse_ddl(t.schema) for t in side_outputs}
+    return OutputChecker(None if output_schema is None else parse_ddl(output_schema), sides)
 
 
 class KeyedBroadcastHarness(BroadcastHarness):

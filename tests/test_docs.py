@@ -1,0 +1,76 @@
+"""Every fenced ``python`` and ``bash`` block of README.md and docs/*.md runs, so no documented
+example can drift from the code. The blocks of one page share a namespace, in order, like a
+doctest session; Spark blocks get the test session as ``spark``. A block is skipped only with a
+visible marker and a reason on the line before it: ``<!-- no-run: needs a cluster -->``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(\w*)\s*$")
+NO_RUN = re.compile(r"^<!--\s*no-run:\s*(\S.*?)\s*-->$")
+RUNNABLE = ("python", "bash")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: Path
+    line: int
+    language: str
+    code: str
+    no_run: str | None
+
+    @property
+    def id(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(page: Path) -> list[Block]:
+    found: list[Block] = []
+    lines = page.read_text(encoding="utf-8").splitlines()
+    at = 0
+    while at < len(lines):
+        fence = FENCE.match(lines[at])
+        if fence is None:
+            at += 1
+            continue
+        end = next(i for i in range(at + 1, len(lines)) if lines[i].startswith("```"))
+        before = next((lines[i].strip() for i in range(at - 1, -1, -1) if lines[i].strip()), "")
+        marker = NO_RUN.match(before)
+        if fence.group(1) in RUNNABLE:
+            found.append(Block(page, at + 1, fence.group(1), "\n".join(lines[at + 1:end]),
+                               marker.group(1) if marker else None))
+        at = end + 1
+    return found
+
+
+ALL = [block for page in PAGES for block in blocks(page)]
+RUN = [block for block in ALL if block.no_run is None]
+_NAMESPACES: dict[Path, dict[str, Any]] = {}
+
+
+def test_blocks_are_found_and_skips_are_rare():
+    assert len(ALL) >= 5
+    skipped = [b.id for b in ALL if b.no_run]
+    assert len(skipped) <= len(ALL) // 3, f"too many no-run blocks: {skipped}"
+
+
+@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+def test_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
+    if block.language == "bash":
+        subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=ROOT, check=True,
+                       timeout=600)
+        return
+    namespace = _NAMESPACES.setdefault(block.page, {"__name__": f"doc_{block.page.stem}"})
+    if "spark" in block.code and "spark" not in namespace:
+        namespace["spark"] = request.getfixturevalue("spark")
+    exec(compile(block.code, block.id, "exec"), namespace)  # noqa: S102 - our own docs
