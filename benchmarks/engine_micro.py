@@ -112,7 +112,7 @@ def keyed_counter() -> float:
     handle = FakeHandle()
 
     def backend() -> SparkStateBackend:
-        return SparkStateBackend(SparkStates(handle, ["rules"], ["count"]), "bench", 64, "/tmp")
+        return SparkStateBackend(SparkStates(handle, ["rules"]), "bench", 64, "/tmp")
 
     engine = SubtaskEngine(Counter(), [rules], backend())
     engine.open()

@@ -60,15 +60,15 @@ class FakeHandle:
 
 
 class LazyStates:
-    """``SparkStates`` whose keyed variables appear on first use (the driver declares them all
-    up front; unit tests do not know them)."""
+    """``SparkStates`` whose broadcast variables appear on first use (the driver declares them
+    all up front; unit tests do not know them)."""
 
     def __init__(self, handle: FakeHandle) -> None:
         from sparkcast.spark.state import state_name
 
         self.meta = handle.getMapState("meta", "name string", "blob binary")
         self.broadcast = _ByName(lambda n: handle.getMapState(state_name("b", n), "", ""))
-        self.keyed = _ByName(lambda n: handle.getMapState(state_name("k", n), "", ""))
+        self.keyed = handle.getMapState("keyed", "state string, bucket int", "blob binary")
 
 
 class _ByName(dict):

@@ -142,8 +142,7 @@ def test_the_storable_check_agrees_with_the_codec_on_storable_values(value):
     codec.encode(value)
 
 
-@pytest.mark.parametrize("value", [BAD, Opaque(), [1, Opaque()], {"a": {"b": BAD}}, (1, object()),
-                                   __import__("enum").IntEnum("E", "A").A])
+@pytest.mark.parametrize("value", [BAD, Opaque(), [1, Opaque()], {"a": {"b": BAD}}, (1, object())])
 def test_the_storable_check_agrees_with_the_codec_on_unstorable_values(value):
     with pytest.raises(StateSerializationError):
         codec.encode(value)

@@ -14,6 +14,7 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.core import SubtaskEngine
+from sparkcast.core import codec
 from sparkcast.spark import state as spark_state
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from tests.fake_spark_state import FakeHandle
@@ -45,7 +46,7 @@ class Counter(KeyedBroadcastProcessFunction):
 
 
 def engine_over(handle: FakeHandle, function: Any, pipeline: str = "p") -> SubtaskEngine:
-    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    states = SparkStates(handle, ["rules"])
     backend = SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused")
     engine = SubtaskEngine(function, [RULES], backend)
     engine.open()
@@ -54,7 +55,7 @@ def engine_over(handle: FakeHandle, function: Any, pipeline: str = "p") -> Subta
 
 def batch(engine: SubtaskEngine, handle: FakeHandle, values: list[str], now: int,
           pipeline: str = "p") -> list[Any]:
-    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    states = SparkStates(handle, ["rules"])
     engine.bind(SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused"))
     engine.run_micro_batch([], values, None, values, processing_time=now)
     engine.flush()
@@ -66,9 +67,10 @@ def test_state_survives_a_new_engine_and_buckets_bound_the_state_calls():
     first = engine_over(handle, Counter(ValueStateDescriptor("count", int)))
     keys = [f"user-{i}" for i in range(200)]
     assert len(batch(first, handle, keys + keys, now=1_000)) == 400
-    count_state = next(s for n, s in handle.states.items() if n.startswith("k_count"))
-    assert len(count_state.data) <= 8  # 200 keys in 8 buckets
-    assert count_state.calls <= 16  # one read and one write per touched bucket
+    keyed = handle.states["keyed"]  # one variable for every keyed state (layout version 2)
+    assert {name for name, _ in keyed.data} == {"count"}
+    assert len(keyed.data) <= 8  # 200 keys in 8 buckets
+    assert keyed.calls <= 16  # one read and one write per touched bucket
     second = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="q")
     assert batch(second, handle, ["user-7"], now=2_000, pipeline="q") == [("user-7", 3, 0)]
 
@@ -99,7 +101,7 @@ def test_a_list_mutated_in_place_is_written_back():
     handle = FakeHandle()
 
     def run(values: list[str], pipeline: str) -> list[Any]:
-        states = SparkStates(handle, ["rules"], ["seen", "counts"])
+        states = SparkStates(handle, ["rules"])
         backend = SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused")
         engine = SubtaskEngine(InPlace(), [RULES], backend)  # a new engine: state from storage
         engine.open()
@@ -115,7 +117,7 @@ def test_a_list_mutated_in_place_is_written_back():
 def test_broadcast_state_keeps_insertion_order_and_is_shared_per_worker_by_version():
     handle = FakeHandle()
     engine = engine_over(handle, Counter(ValueStateDescriptor("count", int)))
-    states = SparkStates(handle, ["rules"], ["count", "seen"])
+    states = SparkStates(handle, ["rules"])
     engine.bind(SparkStateBackend(states, "p", buckets=8, blob_dir="/tmp/unused"))
     for name in ["zeta", "alpha", "mid"]:
         engine.process_broadcast_element((name, {"limit": len(name)}))
@@ -131,10 +133,10 @@ def test_expired_keys_never_touched_again_are_swept_from_spark_state():
     handle = FakeHandle()
     engine = engine_over(handle, Counter(ttl_count()))
     batch(engine, handle, [f"old-{i}" for i in range(100)], now=1_000)
-    count_state = next(s for n, s in handle.states.items() if n.startswith("k_count"))
+    count_state = handle.states["keyed"]
     assert sum(len(v[0]) for v in count_state.data.values()) > 0
     for second in range(20, 40):  # TTL 10 s has passed; each batch touches one other key
         batch(engine, handle, ["live"], now=second * 1_000)
     remaining = [key for blob in count_state.data.values()
-                 for key, _ in spark_state._decode_bucket(blob[0]).items()]
+                 for key, _ in codec.decode(bytes(blob[0]))]
     assert remaining == ["live"]

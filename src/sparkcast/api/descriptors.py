@@ -1,5 +1,9 @@
 """State descriptors: name a piece of state and its types, as in PyFlink.
 
+The declared types are checked here (``api/typeinfo.py``): typed values (dataclasses, enums,
+NamedTuples) are rebuilt from them when state is read back, so a type the codec cannot store,
+or a string where a type belongs, fails when the descriptor is made.
+
 >>> rules = MapStateDescriptor("rules", str, dict)
 >>> counts = ValueStateDescriptor("count", int)
 """
@@ -12,6 +16,7 @@ from typing import Any
 
 from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
 from sparkcast.api.ttl import StateTtlConfig
+from sparkcast.api.typeinfo import describe_type
 from sparkcast.errors import PipelineError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
@@ -29,6 +34,7 @@ class StateDescriptor:
                 "(at most 128, starting with a letter or '_')"
             )
         self.name = name
+        describe_type(type_info, f"{type(self).__name__}({name!r})")  # refused now, not at put
         self.type_info = type_info
         self.ttl_config: StateTtlConfig | None = None
 
@@ -72,6 +78,7 @@ class MapStateDescriptor(StateDescriptor):
 
     def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None) -> None:
         super().__init__(name, value_type_info)
+        describe_type(key_type_info, f"MapStateDescriptor({name!r}) key")
         self.key_type_info = key_type_info
         self.value_type_info = value_type_info
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import types
+import typing
 from typing import Any
 
 
@@ -107,8 +109,11 @@ def accepts(declared: Any, value: Any) -> bool:
     """Whether ``value`` may be stored under a declared type (object, Any or None: anything)."""
     if declared is None or declared is object or declared is Any or value is None:
         return True  # typing.Any is a class since Python 3.11, but isinstance() refuses it
-    if not isinstance(declared, type):
-        return True  # typing constructs such as list[str]: not checked
+    if not isinstance(declared, type):  # list[str], Optional[Rule], ...: the outer type
+        origin = typing.get_origin(declared)
+        if origin in (typing.Union, types.UnionType):
+            return any(accepts(member, value) for member in typing.get_args(declared))
+        return not isinstance(origin, type) or isinstance(value, origin)
     if declared is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, declared)

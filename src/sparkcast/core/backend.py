@@ -16,16 +16,21 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from sparkcast.core import codec
+from sparkcast.core.typed import Convert
 
 
 class StateBackend(ABC):
     """State of one subtask, behind mappings."""
 
     @abstractmethod
-    def broadcast_table(self, name: str) -> MutableMapping[Any, Any]: ...
+    def broadcast_table(self, name: str, decode: Convert | None = None
+                        ) -> MutableMapping[Any, Any]:
+        """``decode``: how stored entries become typed ones (``core/typed.py``), for a backend
+        that decodes state; the whole {key: value} table goes through it."""
 
     @abstractmethod
-    def keyed_table(self, name: str) -> MutableMapping[Any, Any]: ...
+    def keyed_table(self, name: str, decode: Convert | None = None) -> MutableMapping[Any, Any]:
+        """``decode``: how one stored record (a key's value, list or map) becomes typed."""
 
     @abstractmethod
     def load(self, name: str, default: Any) -> Any:
@@ -63,10 +68,11 @@ class DictBackend(StateBackend):
         self.keyed: dict[str, dict[Any, Any]] = {}
         self.blobs: dict[str, bytes] = {}
 
-    def broadcast_table(self, name: str) -> MutableMapping[Any, Any]:
-        return self.broadcast.setdefault(name, _CheckedDict())
+    def broadcast_table(self, name: str, decode: Convert | None = None
+                        ) -> MutableMapping[Any, Any]:
+        return self.broadcast.setdefault(name, _CheckedDict())  # holds typed values as they are
 
-    def keyed_table(self, name: str) -> MutableMapping[Any, Any]:
+    def keyed_table(self, name: str, decode: Convert | None = None) -> MutableMapping[Any, Any]:
         return self.keyed.setdefault(name, _CheckedDict())
 
     def load(self, name: str, default: Any) -> Any:

@@ -13,6 +13,7 @@ from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
 from sparkcast.api.types import accepts
 from sparkcast.core.codec import check_storable
 from sparkcast.core.frozen import freeze, thaw
+from sparkcast.core.typed import broadcast_converter
 from sparkcast.errors import ReadOnlyStateError, StateTypeError, UnknownStateError
 
 _PLAIN = frozenset({str, int, float, bool})
@@ -138,10 +139,10 @@ class BroadcastStateView(BroadcastState):
             raise StateTypeError(f"broadcast state {d.name!r}: keys cannot be None")
         if not accepts(d.key_type_info, key):
             raise StateTypeError(f"broadcast state {d.name!r}: key {key!r} is not a "
-                             f"{d.key_type_info.__name__}")
+                             f"{getattr(d.key_type_info, '__name__', d.key_type_info)}")
         if not accepts(d.value_type_info, value):
             raise StateTypeError(f"broadcast state {d.name!r}: value of type "
-                                 f"{type(value).__name__} is not a {d.value_type_info.__name__}")
+                                 f"{type(value).__name__} is not a {getattr(d.value_type_info, '__name__', d.value_type_info)}")
         if type(key) not in _PLAIN:
             check_storable(key, f"broadcast state {d.name!r} key")
         if type(value) not in _PLAIN:
@@ -161,9 +162,11 @@ class BroadcastStates:
         self._read_write = {name: BroadcastStateView(d, {}, on_change)
                             for name, d in self.descriptors.items()}
         self.tables: dict[str, MutableMapping[Any, Any]] = {}
+        self._decoders = {name: broadcast_converter(d) for name, d in self.descriptors.items()}
 
-    def bind(self, tables: Callable[[str], MutableMapping[Any, Any]]) -> None:
-        self.tables = {name: tables(name) for name in self.descriptors}
+    def bind(self, tables: Callable[..., MutableMapping[Any, Any]]) -> None:
+        """``tables(name, decode)``: the backend's table of one descriptor."""
+        self.tables = {name: tables(name, self._decoders[name]) for name in self.descriptors}
         for name, table in self.tables.items():
             self.read_only[name].rebind(table)
             self._read_write[name].rebind(table)

@@ -13,7 +13,15 @@ set / frozenset         ``{"$s": [...]}``
 datetime / date         ``{"$dt": iso}`` / ``{"$d": iso}``
 Decimal, nan/inf        ``{"$dec": str}``, ``{"$f": "nan"}``
 numpy array             ``{"$nd": dtype, "shape": [...], "b": base64}``
+dataclass               ``{"$o": "TypeName", "v": {field: value, ...}}``
+Enum member             ``{"$e": "TypeName", "v": value}``
+NamedTuple              ``{"$n": "TypeName", "f": [names], "v": [...]}``
 ======================  ===================================
+
+Typed values carry their fields and type name, never a class path: ``decode`` gives them back
+generically (a dataclass as a ``Record``, a dict that knows its type name; an enum as its value;
+a NamedTuple as a ``Row``), and the state layer rebuilds them from the type the descriptor
+declares (``core/typed.py``). Nothing in the data chooses a class.
 
 ``fingerprint`` hashes the canonical form (sorted dict keys), so equal values hash equally in
 every process: the engine orders broadcast elements by it when nothing else orders them.
@@ -22,7 +30,9 @@ every process: the engine orders broadcast elements by it when nothing else orde
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
+import enum
 import decimal
 import hashlib
 import json
@@ -52,8 +62,32 @@ def _to_json(value: Any, canonical: bool) -> Any:
     if isinstance(value, list):
         return [_to_json(v, canonical) for v in value]
     if isinstance(value, tuple):
+        if hasattr(value, "_fields"):  # a NamedTuple (Rows are handled above)
+            return {"$n": kind.__name__, "f": list(value._fields),
+                    "v": [_to_json(v, canonical) for v in value]}
         return {"$t": [_to_json(v, canonical) for v in value]}
+    if isinstance(value, enum.Enum):
+        return {"$e": type(value).__name__, "v": _to_json(value.value, canonical)}
+    if dataclasses.is_dataclass(value):
+        return {"$o": type_name(value),
+                "v": {f.name: _to_json(getattr(value, f.name), canonical)
+                      for f in dataclasses.fields(value)}}
     return _special_to_json(value, canonical)
+
+
+def type_name(value: Any) -> str:
+    """The name a typed value is stored under (a frozen view reports its class's name)."""
+    return getattr(value, "__sparkcast_type__", type(value).__name__)
+
+
+class Record(dict):
+    """A dataclass decoded without its declared type: its fields, and the type's name."""
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str, fields: dict[str, Any]) -> None:
+        super().__init__(fields)
+        self.type_name = type_name
 
 
 def _dict_to_json(value: dict, canonical: bool) -> Any:
@@ -88,7 +122,8 @@ def _special_to_json(value: Any, canonical: bool) -> Any:
         return _to_json(value.item(), canonical)
     raise StateSerializationError(
         f"cannot store a {type(value).__name__} in state: use JSON-like values (str, int, float, "
-        "bool, None, list, dict, tuple, Row, bytes, set, datetime, Decimal, numpy arrays)"
+        "bool, None, list, dict, tuple, Row, bytes, set, datetime, Decimal, numpy arrays), "
+        "dataclasses, Enum or NamedTuple"
     )
 
 
@@ -124,6 +159,12 @@ def _tagged_from_json(data: dict) -> Any:
         return decimal.Decimal(body)
     if tag == "$f":
         return float(body)
+    if tag == "$o":
+        return Record(body, {k: _from_json(v) for k, v in data["v"].items()})
+    if tag == "$e":
+        return _from_json(data["v"])
+    if tag == "$n":
+        return row_type(tuple(data["f"]))._make(_from_json(v) for v in data["v"])
     if tag == "$nd":
         if body == "object":
             return np.array([_from_json(v) for v in data["v"]], dtype=object)
@@ -168,11 +209,16 @@ def check_storable(value: Any, where: str = "state") -> None:
         if value.dtype.hasobject:
             for v in value.tolist():
                 check_storable(v, where)
+    elif isinstance(value, enum.Enum):
+        check_storable(value.value, where)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            check_storable(getattr(value, f.name), where)
     elif not isinstance(value, _SUBCLASSED_LEAVES):  # as _special_to_json: not str/int/float
         raise StateSerializationError(
             f"{where}: cannot store a {kind.__name__} ({_short(value)}): use JSON-like values "
             "(str, int, float, bool, None, list, dict, tuple, Row, bytes, set, datetime, "
-            "Decimal, numpy arrays)"
+            "Decimal, numpy arrays, dataclasses, Enum, NamedTuple)"
         )
 
 

@@ -333,6 +333,12 @@ def check_broadcast(descriptors: Sequence[MapStateDescriptor]) -> Sequence[MapSt
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise PipelineError(f"broadcast state names must be unique; repeated: {duplicates}")
+    with_ttl = [d.name for d in descriptors if d.ttl_config is not None]
+    if with_ttl:  # the descriptor class is shared with keyed map state, so refused here
+        raise PipelineError(
+            f"broadcast state {with_ttl} has a TTL: Flink supports TTL for keyed state only, and "
+            "every subtask must keep the same broadcast state; remove enable_time_to_live, or "
+            "remove entries in process_broadcast_element")
     return descriptors
 
 

@@ -26,9 +26,11 @@ from sparkcast.api.ttl import StateTtlConfig
 from sparkcast.api.types import accepts
 from sparkcast.core.codec import check_storable
 from sparkcast.core.scope import NO_KEY, KeyScope
+from sparkcast.core.typed import Convert, stored_converter
 from sparkcast.errors import KeyedStateError, PipelineError, StateTypeError
 
 _MISSING: Any = object()
+Tables = Callable[..., MutableMapping[Any, Any]]  # (name, decode) -> the backend's table
 _PLAIN = frozenset({str, int, float, bool})  # storable as they are: no walk
 _NEVER_RETURN = StateTtlConfig.StateVisibility.NeverReturnExpired
 
@@ -87,7 +89,7 @@ class _KeyedState:
     def _check(self, value: Any) -> None:
         if not accepts(self._descriptor.type_info, value):
             raise StateTypeError(f"state {self._name!r}: {type(value).__name__} is not a "
-                                 f"{self._descriptor.type_info.__name__}")
+                                 f"{getattr(self._descriptor.type_info, '__name__', self._descriptor.type_info)}")
         if type(value) not in _PLAIN:
             check_storable(value, f"state {self._name!r}")
 
@@ -331,13 +333,14 @@ class KeyedStates:
         self._broadcast_names = frozenset(broadcast_names)
         self._descriptors: dict[str, StateDescriptor] = {}
         self._handles: dict[str, _KeyedState] = {}
-        self._tables: Callable[[str], MutableMapping[Any, Any]] = lambda name: {}
+        self._decoders: dict[str, Convert | None] = {}
+        self._tables: Tables = lambda name, decode=None: {}
 
-    def bind(self, tables: Callable[[str], MutableMapping[Any, Any]]) -> None:
+    def bind(self, tables: Tables) -> None:
         """Rebind every handle to the table the backend gives for its name."""
         self._tables = tables
         for name, handle in self._handles.items():
-            handle.rebind(tables(name))
+            handle.rebind(tables(name, self._decoders[name]))
 
     def descriptors(self) -> tuple[StateDescriptor, ...]:
         """The descriptors requested so far (by ``open``), in request order."""
@@ -364,7 +367,9 @@ class KeyedStates:
             raise PipelineError(f"state name {name!r} is already a broadcast state")
         if known is None:
             self._descriptors[name] = descriptor
-            handle = STATE_CLASSES[descriptor.kind](self._scope, descriptor, self._tables(name))
+            decode = self._decoders[name] = stored_converter(descriptor)
+            handle = STATE_CLASSES[descriptor.kind](self._scope, descriptor,
+                                                    self._tables(name, decode))
             self._handles[name] = handle
         return self._handles[name]
 

@@ -43,8 +43,7 @@ class BroadcastProcessor(StatefulProcessor):
     def init(self, handle: Any) -> None:
         plan = self.plan
         self.handle = handle
-        self.states = SparkStates(handle, [d.name for d in plan.broadcast_descriptors],
-                                  [d.name for d in plan.keyed_descriptors])
+        self.states = SparkStates(handle, [d.name for d in plan.broadcast_descriptors])
         self.encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any

@@ -10,9 +10,17 @@ Layout per subtask (the operator's grouping key), all under the query's checkpoi
   the broadcast version (a hash chain over the applied broadcast elements, equal on every
   subtask): all subtasks in a Python worker share one frozen copy, and nothing is read from
   Spark while the version is unchanged.
-* ``k_<name>``: MapState per keyed descriptor, bucket -> encoded {user key: value}. A Spark state
-  call costs about as much as processing a few hundred events in Python, so keys are grouped
-  into a fixed number of buckets: a micro-batch reads and writes each touched bucket once.
+* ``keyed``: ONE MapState for all keyed state, (descriptor name, bucket) -> encoded
+  {user key: value}. A Spark state call costs about as much as processing a few hundred events
+  in Python, so keys are grouped into a fixed number of buckets: a micro-batch reads and writes
+  each touched bucket once. One variable for every descriptor, because Spark declares state
+  variables in ``init``, before data arrives, and refuses them later (``getMapState`` outside
+  ``init`` fails): keyed state that a function creates lazily, in ``process_element`` or
+  ``on_timer`` as Flink users do, is not known then. (Layout version 2; version 1 had one
+  ``k_<name>`` variable per descriptor found by opening the function on the driver.)
+
+Typed values (dataclasses, enums, NamedTuples) are decoded generically by the codec and rebuilt
+here through their descriptor's converter (``core/typed.py``), once per loaded bucket.
 """
 
 from __future__ import annotations
@@ -25,8 +33,10 @@ from typing import Any
 
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
+from sparkcast.core.typed import Convert
 from sparkcast.spark.blobs import load_value, store_value
 
+LAYOUT_VERSION = 2  # see the module docstring; a checkpoint's compatibility record names it
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
 SWEEP_BUCKETS = 2  # extra buckets per TTL descriptor swept each micro-batch
 _CACHE_SIZE = 16
@@ -46,16 +56,13 @@ def state_name(prefix: str, name: str) -> str:
 class SparkStates:
     """The operator's Spark state variables; declared once in the processor's ``init``."""
 
-    def __init__(self, handle: Any, broadcast_names: list[str], keyed_names: list[str]) -> None:
+    def __init__(self, handle: Any, broadcast_names: list[str]) -> None:
         self.meta = handle.getMapState("meta", "name string", "blob binary")
         self.broadcast = {
             n: handle.getMapState(state_name("b", n), "bucket int", "blob binary")
             for n in broadcast_names
         }
-        self.keyed = {
-            n: handle.getMapState(state_name("k", n), "bucket int", "blob binary")
-            for n in keyed_names
-        }
+        self.keyed = handle.getMapState("keyed", "state string, bucket int", "blob binary")
 
 
 class SparkStateBackend(StateBackend):
@@ -82,16 +89,17 @@ class SparkStateBackend(StateBackend):
             self._blobs[name] = value
             self._states.meta.updateValue((name,), (codec.encode(value),))
 
-    def broadcast_table(self, name: str) -> MutableMapping[Any, Any]:
+    def broadcast_table(self, name: str, decode: Convert | None = None
+                        ) -> MutableMapping[Any, Any]:
         if name not in self._broadcast:
             version = self.load("broadcast_version", "")
-            entries, seqs = self._cached_broadcast(name, version)
+            entries, seqs = self._cached_broadcast(name, version, decode)
             self._broadcast[name] = BroadcastTable(entries, seqs, self._buckets)
         return self._broadcast[name]
 
-    def keyed_table(self, name: str) -> MutableMapping[Any, Any]:
+    def keyed_table(self, name: str, decode: Convert | None = None) -> MutableMapping[Any, Any]:
         if name not in self._keyed:
-            self._keyed[name] = BucketedTable(self._states.keyed[name], self._buckets)
+            self._keyed[name] = BucketedTable(self._states.keyed, name, self._buckets, decode)
         return self._keyed[name]
 
     def flush(self) -> None:
@@ -102,7 +110,8 @@ class SparkStateBackend(StateBackend):
         for keyed in self._keyed.values():
             keyed.write_changes()
 
-    def _cached_broadcast(self, name: str, version: str) -> tuple[dict, dict]:
+    def _cached_broadcast(self, name: str, version: str, decode: Convert | None
+                          ) -> tuple[dict, dict]:
         key = (self._pipeline_id, name, version)
         cached = _BROADCAST_CACHE.get(key)
         if cached is not None:
@@ -113,6 +122,10 @@ class SparkStateBackend(StateBackend):
         rows.sort(key=lambda row: row[1])
         entries = {codec.hashable(key): value for key, _, value in rows}
         seqs = {codec.hashable(key): seq for key, seq, _ in rows}
+        if decode is not None:  # typed keys and values, rebuilt from the descriptor
+            typed = decode(entries)
+            seqs = dict(zip(typed, seqs.values(), strict=True))
+            entries = typed
         _remember(self._pipeline_id, name, version, entries, seqs)
         return entries, seqs
 
@@ -199,8 +212,11 @@ class BroadcastTable(MutableMapping):
 class BucketedTable(MutableMapping):
     """Keyed state of one descriptor, read and written a bucket at a time."""
 
-    def __init__(self, map_state: Any, buckets: int) -> None:
+    def __init__(self, map_state: Any, name: str, buckets: int, decode: Convert | None = None
+                 ) -> None:
         self._state = map_state
+        self._name = name
+        self._decode = decode
         self._buckets = buckets
         self._loaded: dict[int, dict[Any, Any]] = {}
         self._dirty: set[int] = set()
@@ -216,8 +232,8 @@ class BucketedTable(MutableMapping):
     def _bucket(self, index: int) -> dict[Any, Any]:
         entries = self._loaded.get(index)
         if entries is None:
-            row = self._state.getValue((index,))
-            entries = {} if row is None else _decode_bucket(row[0])
+            row = self._state.getValue((self._name, index))
+            entries = {} if row is None else self._decode_bucket(row[0])
             self._loaded[index] = entries
         return entries
 
@@ -249,9 +265,9 @@ class BucketedTable(MutableMapping):
 
     def _load_all(self) -> None:
         if not self._all_loaded:
-            for (index,), (blob,) in self._state.iterator():
-                if index not in self._loaded:
-                    self._loaded[index] = _decode_bucket(blob)
+            for (name, index), (blob,) in self._state.iterator():
+                if name == self._name and index not in self._loaded:
+                    self._loaded[index] = self._decode_bucket(blob)
             self._all_loaded = True
 
     def __iter__(self) -> Iterator[Any]:
@@ -279,10 +295,18 @@ class BucketedTable(MutableMapping):
         for index in sorted(self._dirty):
             entries = self._loaded[index]
             if entries:
-                self._state.updateValue((index,), (codec.encode(list(entries.items())),))
+                self._state.updateValue((self._name, index),
+                                        (codec.encode(list(entries.items())),))
             else:
-                self._state.removeKey((index,))
+                self._state.removeKey((self._name, index))
         self._dirty.clear()
+
+    def _decode_bucket(self, blob: Any) -> dict[Any, Any]:
+        decode = self._decode
+        pairs = codec.decode(bytes(blob))
+        if decode is None:
+            return {codec.hashable(k): v for k, v in pairs}
+        return {codec.hashable(k): decode(v) for k, v in pairs}
 
 
 def bucket_of(key: Any, buckets: int) -> int:
@@ -301,6 +325,3 @@ def stable_key_bytes(key: Any) -> bytes:
         return b"i" + str(key).encode("ascii")
     return b"c" + codec.canonical(key)
 
-
-def _decode_bucket(blob: Any) -> dict[Any, Any]:
-    return {codec.hashable(k): v for k, v in codec.decode(bytes(blob))}

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.core.engine import check_broadcast
 from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import ProcessSpec, build_plan
 from sparkcast.spark.result import ProcessResult
@@ -64,7 +65,7 @@ class BroadcastStream:
     def __init__(self, df: DataFrame, descriptors: Iterable[MapStateDescriptor],
                  order_by: str | None) -> None:
         self.df = df
-        self.descriptors = tuple(descriptors)
+        self.descriptors = tuple(check_broadcast(tuple(descriptors)))
         if order_by is not None and order_by not in df.columns:
             raise PipelineError(f"order_by: no column {order_by!r} in {df.columns}")
         self.order_by = order_by
