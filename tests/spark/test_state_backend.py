@@ -13,8 +13,7 @@ from sparkcast import (
     Time,
     ValueStateDescriptor,
 )
-from sparkcast.core import SubtaskEngine
-from sparkcast.core import codec
+from sparkcast.core import SubtaskEngine, codec
 from sparkcast.spark import state as spark_state
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from tests.fake_spark_state import FakeHandle

@@ -117,3 +117,8 @@ def accepts(declared: Any, value: Any) -> bool:
     if declared is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, declared)
+
+
+def type_label(declared: Any) -> str:
+    """A declared type as error messages name it (``list[str]`` has no plain ``__name__``)."""
+    return declared.__name__ if isinstance(declared, type) else str(declared)

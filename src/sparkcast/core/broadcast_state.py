@@ -10,8 +10,8 @@ from typing import Any, NoReturn
 
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
-from sparkcast.api.types import accepts
-from sparkcast.core.codec import check_storable
+from sparkcast.api.types import accepts, type_label
+from sparkcast.core.codec import check_storable, untyped
 from sparkcast.core.frozen import freeze, thaw
 from sparkcast.core.typed import broadcast_converter
 from sparkcast.errors import ReadOnlyStateError, StateTypeError, UnknownStateError
@@ -79,6 +79,7 @@ class BroadcastStateView(BroadcastState):
         self._descriptor = descriptor
         self._entries = table
         self._on_change = on_change
+        self._typed = broadcast_converter(descriptor) is not None
 
     def rebind(self, table: MutableMapping) -> None:
         self._entries = table
@@ -108,15 +109,14 @@ class BroadcastStateView(BroadcastState):
         return len(self._table())
 
     def put(self, key: Any, value: Any) -> None:
-        self._check(key, value)
-        self._table()[key] = freeze(value)
+        self._table()[key] = freeze(self._check(key, value))
         self._on_change()
 
     def put_all(self, dict_value: dict[Any, Any]) -> None:
-        for key, value in dict_value.items():  # all or nothing: check every entry first
-            self._check(key, value)
+        # all or nothing: check every entry first
+        checked = {key: self._check(key, value) for key, value in dict_value.items()}
         table = self._table()
-        for key, value in dict_value.items():
+        for key, value in checked.items():
             table[key] = freeze(value)
         if dict_value:
             self._on_change()
@@ -133,20 +133,22 @@ class BroadcastStateView(BroadcastState):
             table.clear()
             self._on_change()
 
-    def _check(self, key: Any, value: Any) -> None:
+    def _check(self, key: Any, value: Any) -> Any:
+        """The value to store (generic if its typed parts are not declared), or raise."""
         d = self._descriptor
         if key is None:
             raise StateTypeError(f"broadcast state {d.name!r}: keys cannot be None")
         if not accepts(d.key_type_info, key):
             raise StateTypeError(f"broadcast state {d.name!r}: key {key!r} is not a "
-                             f"{getattr(d.key_type_info, '__name__', d.key_type_info)}")
+                             f"{type_label(d.key_type_info)}")
         if not accepts(d.value_type_info, value):
             raise StateTypeError(f"broadcast state {d.name!r}: value of type "
-                                 f"{type(value).__name__} is not a {getattr(d.value_type_info, '__name__', d.value_type_info)}")
+                                 f"{type(value).__name__} is not a {type_label(d.value_type_info)}")
         if type(key) not in _PLAIN:
             check_storable(key, f"broadcast state {d.name!r} key")
-        if type(value) not in _PLAIN:
-            check_storable(value, f"broadcast state {d.name!r}")
+        if type(value) not in _PLAIN and check_storable(value, f"broadcast state {d.name!r}"):
+            return value if self._typed else untyped(value)
+        return value
 
 
 class BroadcastStates:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import datetime
-import enum
 import decimal
+import enum
 import hashlib
 import json
 import math
@@ -192,34 +192,47 @@ _LEAVES = frozenset({str, int, float, bool, type(None), bytes, bytearray, memory
 _SUBCLASSED_LEAVES = (np.generic, bytes, bytearray, memoryview, datetime.date, decimal.Decimal)
 
 
-def check_storable(value: Any, where: str = "state") -> None:
+def check_storable(value: Any, where: str = "state") -> bool:
     """Raise ``StateSerializationError`` unless ``encode`` can store ``value``: a walk over the
-    types ``_to_json`` accepts, without encoding (state writes are checked on every event)."""
+    types ``_to_json`` accepts, without encoding (state writes are checked on every event).
+    True when the value holds typed values (dataclass, Enum, NamedTuple)."""
     kind = type(value)
     if kind in _LEAVES:
-        return
+        return False
+    typed = False
     if isinstance(value, dict):
         for k, v in value.items():
-            check_storable(k, where)
-            check_storable(v, where)
+            typed = check_storable(k, where) | check_storable(v, where) | typed
     elif isinstance(value, (list, tuple, set, frozenset)):
+        typed = isinstance(value, tuple) and hasattr(value, "_fields") and not isinstance(
+            value, Row)
         for v in value:
-            check_storable(v, where)
+            typed = check_storable(v, where) | typed
     elif isinstance(value, np.ndarray):
         if value.dtype.hasobject:
             for v in value.tolist():
-                check_storable(v, where)
+                typed = check_storable(v, where) | typed
     elif isinstance(value, enum.Enum):
         check_storable(value.value, where)
+        return True
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             check_storable(getattr(value, f.name), where)
+        return True
     elif not isinstance(value, _SUBCLASSED_LEAVES):  # as _special_to_json: not str/int/float
         raise StateSerializationError(
             f"{where}: cannot store a {kind.__name__} ({_short(value)}): use JSON-like values "
             "(str, int, float, bool, None, list, dict, tuple, Row, bytes, set, datetime, "
             "Decimal, numpy arrays, dataclasses, Enum, NamedTuple)"
         )
+    return typed
+
+
+def untyped(value: Any) -> Any:
+    """The value as it reads back without a declared type (dataclasses as ``Record`` dicts,
+    enums as their values, NamedTuples as ``Row``): stored that way under an undeclared type,
+    so the harness and Spark give back the same thing."""
+    return _from_json(_to_json(value, False))
 
 
 def _short(value: Any) -> str:

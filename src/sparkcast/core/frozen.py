@@ -59,7 +59,7 @@ def _view_class(cls: type) -> type:
     """A subclass of a dataclass whose instances made by ``freeze`` refuse ``setattr``; still
     ``isinstance(view, cls)``, equal to the original, and copied (``copy.deepcopy``) or pickled
     as a plain, mutable ``cls``."""
-    view = _VIEWS.get(cls)
+    view: type | None = _VIEWS.get(cls)
     if view is None:
         def __setattr__(self: Any, name: str, value: Any) -> None:
             if self.__dict__.get("__sparkcast_sealed__"):
@@ -118,7 +118,7 @@ def _frozen_dataclass(value: Any) -> Any:
     if cls in _VIEWS.values() and value.__dict__.get("__sparkcast_sealed__"):
         return value
     base = cls.__mro__[1] if cls in _VIEWS.values() else cls
-    view = object.__new__(_view_class(base))
+    view: Any = object.__new__(_view_class(base))
     for f in dataclasses.fields(value):
         object.__setattr__(view, f.name, freeze(getattr(value, f.name)))
     view.__dict__["__sparkcast_sealed__"] = True
@@ -152,7 +152,7 @@ def thaw(value: Any) -> Any:
 
 def plain_dataclass(cls: type, fields: dict[str, Any]) -> Any:
     """An instance of ``cls`` holding ``fields``, without running ``__init__`` (a copy)."""
-    value = object.__new__(cls)
+    value: Any = object.__new__(cls)
     for name, field_value in fields.items():
         object.__setattr__(value, name, field_value)
     return value

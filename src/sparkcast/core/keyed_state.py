@@ -23,8 +23,8 @@ from sparkcast.api.descriptors import (
 )
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from sparkcast.api.ttl import StateTtlConfig
-from sparkcast.api.types import accepts
-from sparkcast.core.codec import check_storable
+from sparkcast.api.types import accepts, type_label
+from sparkcast.core.codec import check_storable, untyped
 from sparkcast.core.scope import NO_KEY, KeyScope
 from sparkcast.core.typed import Convert, stored_converter
 from sparkcast.errors import KeyedStateError, PipelineError, StateTypeError
@@ -66,6 +66,8 @@ class _KeyedState:
         self._name = descriptor.name
         self._ttl = None if descriptor.ttl_config is None else _Ttl(descriptor.ttl_config, scope)
         self._stored = table
+        #: whether typed values are declared (else they are stored as they read back: untyped)
+        self._typed = stored_converter(descriptor) is not None
 
     def rebind(self, table: MutableMapping[Any, Any]) -> None:
         self._stored = table
@@ -86,12 +88,14 @@ class _KeyedState:
             )
         return key
 
-    def _check(self, value: Any) -> None:
+    def _check(self, value: Any) -> Any:
+        """The value to store, checked (generic if its typed parts are not declared)."""
         if not accepts(self._descriptor.type_info, value):
             raise StateTypeError(f"state {self._name!r}: {type(value).__name__} is not a "
-                                 f"{getattr(self._descriptor.type_info, '__name__', self._descriptor.type_info)}")
-        if type(value) not in _PLAIN:
-            check_storable(value, f"state {self._name!r}")
+                                 f"{type_label(self._descriptor.type_info)}")
+        if type(value) not in _PLAIN and check_storable(value, f"state {self._name!r}"):
+            return value if self._typed else untyped(value)
+        return value
 
     def _get(self) -> Any:
         """The current key's value (TTL unwrapped), or _MISSING."""
@@ -123,8 +127,7 @@ class ValueStateImpl(_KeyedState, ValueState):
         if value is None:  # Flink: update(null) clears
             self.clear()
             return
-        self._check(value)
-        self._set(value)
+        self._set(self._check(value))
 
 
 class ReducingStateImpl(_KeyedState, ReducingState):
@@ -133,7 +136,7 @@ class ReducingStateImpl(_KeyedState, ReducingState):
         return None if value is _MISSING else value
 
     def add(self, value: Any) -> None:
-        self._check(value)
+        value = self._check(value)
         current = self._get()
         descriptor = self._descriptor
         assert isinstance(descriptor, ReducingStateDescriptor)
@@ -141,8 +144,7 @@ class ReducingStateImpl(_KeyedState, ReducingState):
             self._set(value)
             return
         reduced = descriptor.reduce(current, value)
-        self._check(reduced)
-        self._set(reduced)
+        self._set(self._check(reduced))
 
 
 class AggregatingStateImpl(_KeyedState, AggregatingState):
@@ -158,8 +160,7 @@ class AggregatingStateImpl(_KeyedState, AggregatingState):
         if accumulator is _MISSING:
             accumulator = function.create_accumulator()
         accumulator = function.add(value, accumulator)
-        self._check(accumulator)
-        self._set(accumulator)
+        self._set(self._check(accumulator))
 
     def _function(self) -> Any:
         descriptor = self._descriptor
@@ -189,7 +190,7 @@ class ListStateImpl(_KeyedState, ListState):
         for value in values:
             if value is None:
                 raise StateTypeError(f"list state {self._name!r}: cannot add None")
-            self._check(value)
+        values = [self._check(value) for value in values]
         key = self._key()
         table = self._table()
         stored = list(table.get(key, ()))
@@ -268,11 +269,12 @@ class MapStateImpl(_KeyedState, MapState):
         self.put_all({key: value})
 
     def put_all(self, dict_value: dict[Any, Any]) -> None:
+        checked = {}
         for key, value in dict_value.items():
             self._check_key(key)
-            self._check(value)
+            checked[key] = self._check(value)
         entries = self._entries()
-        for key, value in dict_value.items():
+        for key, value in checked.items():
             entries[key] = value if self._ttl is None else self._ttl.wrap(value)
         self._store(entries)
 
@@ -292,17 +294,18 @@ class MapStateImpl(_KeyedState, MapState):
         declared = self._map_descriptor().key_type_info
         if key is None or not accepts(declared, key):
             raise StateTypeError(f"map state {self._name!r}: key {key!r} is not a "
-                                 f"{getattr(declared, '__name__', declared)}")
+                                 f"{type_label(declared)}")
         if type(key) not in _PLAIN:
             check_storable(key, f"map state {self._name!r} key")
 
-    def _check(self, value: Any) -> None:
+    def _check(self, value: Any) -> Any:
         declared = self._map_descriptor().value_type_info
         if not accepts(declared, value):
             raise StateTypeError(f"map state {self._name!r}: {type(value).__name__} is not a "
-                                 f"{getattr(declared, '__name__', declared)}")
-        if type(value) not in _PLAIN:
-            check_storable(value, f"map state {self._name!r}")
+                                 f"{type_label(declared)}")
+        if type(value) not in _PLAIN and check_storable(value, f"map state {self._name!r}"):
+            return value if self._typed else untyped(value)
+        return value
 
 
 def has_live_value(state: _KeyedState, stored: Any) -> bool:

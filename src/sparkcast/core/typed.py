@@ -154,13 +154,14 @@ def stored_converter(descriptor: StateDescriptor) -> Convert | None:
     item = converter(descriptor.type_info)
     if item is None:
         return None
-    one = _ttl(item) if ttl else item
+    each: Convert = _ttl(item) if ttl else item  # type: ignore[assignment]  # item is set
     if descriptor.kind == "list":
-        return lambda stored: [one(x) for x in stored]
-    return one
+        return lambda stored: [each(x) for x in stored]
+    return each
 
 
 def _ttl(convert: Convert | None) -> Convert | None:
+    """A TTL-wrapped record is ``[value, expires_at]``."""
     if convert is None:
         return None
     return lambda stored: [convert(stored[0]), stored[1]]
