@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +44,16 @@ def write_json_lines(directory: Path, name: str, rows: list[Any]) -> Path:
 @pytest.fixture
 def json_lines() -> Any:
     return write_json_lines
+
+
+@pytest.fixture(params=[
+    "dict",
+    pytest.param("spark", marks=pytest.mark.skipif(not HAS_PYSPARK, reason="needs pyspark")),
+])
+def state_backend(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
+    """None (the harness's DictBackend) or a factory of Spark state backends."""
+    if request.param == "dict":
+        return None
+    from tests.fake_spark_state import spark_backend_factory
+
+    return spark_backend_factory()

@@ -5,7 +5,6 @@ Spark backend over in-memory stand-ins for Spark's state handles, rebound after 
 Spark (bytewax runs one suite against every engine the same way).
 """
 
-import importlib.util
 from collections.abc import Callable
 from typing import Any
 
@@ -15,20 +14,6 @@ from sparkcast import MapStateDescriptor
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 
 DEFAULT_RULES = MapStateDescriptor("rules", str, dict)
-HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
-
-
-@pytest.fixture(params=[
-    "dict",
-    pytest.param("spark", marks=pytest.mark.skipif(not HAS_PYSPARK, reason="needs pyspark")),
-])
-def state_backend(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
-    """None (the harness's DictBackend) or a factory of Spark state backends."""
-    if request.param == "dict":
-        return None
-    from tests.fake_spark_state import spark_backend_factory
-
-    return spark_backend_factory()
 
 
 @pytest.fixture

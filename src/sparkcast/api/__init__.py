@@ -15,6 +15,7 @@ from sparkcast.api.functions import (
     KeyedBroadcastProcessFunction,
 )
 from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
+from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, MetricGroup
 from sparkcast.api.options import HOLD_OVERFLOW, ProcessOptions, ReadyCondition
 from sparkcast.api.output_tag import OutputTag
@@ -48,6 +49,8 @@ __all__ = [
     "Function",
     "Histogram",
     "KeyedBroadcastProcessFunction",
+    "KeyedCoProcessFunction",
+    "KeyedProcessFunction",
     "ListState",
     "ListStateDescriptor",
     "MapState",

@@ -142,8 +142,5 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
 
 def defines(function: object, method: str) -> bool:
     """Whether the user's class overrides a method of the base classes."""
-    implementation = getattr(type(function), method, None)
-    if implementation is None:
-        return False
-    bases = (BroadcastProcessFunction, KeyedBroadcastProcessFunction, BaseBroadcastProcessFunction)
-    return all(getattr(base, method, None) is not implementation for base in bases)
+    owner = next((c for c in type(function).__mro__ if method in c.__dict__), None)
+    return owner is not None and not owner.__module__.startswith("sparkcast.api.")

@@ -20,6 +20,7 @@ from sparkcast.api.state import State
 from sparkcast.api.timers import TimeDomain, TimerService
 from sparkcast.core.broadcast_state import BroadcastStates
 from sparkcast.core.collector import OutputCollector
+from sparkcast.core.keyed_process import register_contexts
 from sparkcast.core.keyed_state import KeyedStates
 from sparkcast.core.scope import KeyScope
 from sparkcast.errors import ContextError, OutputTypeError, TimerError
@@ -138,6 +139,9 @@ class KeyedOnTimerContext(KeyedReadOnlyContext, KeyedBroadcastProcessFunction.On
         # As for ``yield tag, value`` in on_timer: the timer's time for event time, none for
         # processing time (a wall-clock instant is not an event time; Flink's collector erases it).
         return self._scope.timestamp if self._domain is TimeDomain.EVENT_TIME else None
+
+
+register_contexts(KeyedReadOnlyContext, KeyedOnTimerContext)
 
 
 class KeyedContext(_ReadWriteBroadcast, KeyedBroadcastProcessFunction.Context):

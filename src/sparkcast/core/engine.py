@@ -25,6 +25,7 @@ from sparkcast.api.functions import (
     KeyedBroadcastProcessFunction,
     defines,
 )
+from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.metrics import MetricGroup
 from sparkcast.api.options import HOLD_OVERFLOW, ProcessOptions
 from sparkcast.api.state import State
@@ -39,6 +40,7 @@ from sparkcast.core.broadcast_state import (
 from sparkcast.core.collector import OutputCollector
 from sparkcast.core.contexts import ContextParts, Contexts
 from sparkcast.core.hold import HoldBuffer
+from sparkcast.core.keyed_process import KeyedAdapter, adapt
 from sparkcast.core.keyed_state import KeyedStates
 from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.core.runner import ElementRunner, MainRunner
@@ -63,14 +65,17 @@ class SubtaskEngine:
         parallelism: int = 1,
         strict_contexts: bool = False,
     ) -> None:
+        if isinstance(function, (KeyedProcessFunction, KeyedCoProcessFunction)):
+            function = adapt(function)
         validate_function(function)
         self.function = function
         self.keyed = isinstance(function, KeyedBroadcastProcessFunction)
         self.options = options or ProcessOptions()
-        self.task = TaskInfo(type(function).__name__, subtask_index, parallelism,
+        self.task = TaskInfo(type(user_function(function)).__name__, subtask_index, parallelism,
                              self.options.job_parameters)
         self.strict_contexts = strict_contexts
-        descriptors = {d.name: d for d in check_broadcast(broadcast_descriptors)}
+        descriptors = {} if isinstance(function, KeyedAdapter) and not broadcast_descriptors else {
+            d.name: d for d in check_broadcast(broadcast_descriptors)}
         self.metrics = MetricGroup()
         self.scope = KeyScope()
         self.collector = OutputCollector(self.task.function_name, self.options.on_error)
@@ -340,6 +345,11 @@ def check_broadcast(descriptors: Sequence[MapStateDescriptor]) -> Sequence[MapSt
             "every subtask must keep the same broadcast state; remove enable_time_to_live, or "
             "remove entries in process_broadcast_element")
     return descriptors
+
+
+def user_function(function: Any) -> Any:
+    """The user's function object (a keyed function runs inside a ``KeyedAdapter``)."""
+    return function.user_function if isinstance(function, KeyedAdapter) else function
 
 
 def fresh_function(template: BaseBroadcastProcessFunction) -> BaseBroadcastProcessFunction:

@@ -21,8 +21,9 @@ _OUT = pa.schema([("_subtask", pa.int64()), ("_side", pa.int8()), ("_ts", pa.int
                   ("_seq", pa.int64()), ("_blob", pa.binary())])
 
 
-def pack_main(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows ``(_subtask, _ts, _seq, m_0 … m_k)`` → one blob per subtask."""
+def pack_main(batches: Iterator[pa.RecordBatch], side: int = 0) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: rows ``(_subtask, _ts, _seq, m_0 … m_k)`` → one blob per subtask.
+    ``side`` tags the blobs: 0 the main input, 2 a co-function's second keyed input."""
     for batch in batches:
         if batch.num_rows == 0:
             continue
@@ -34,7 +35,7 @@ def pack_main(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             blobs.append(_ipc(body.filter(pc.equal(subtasks, group))))
         count = len(groups)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(groups, pa.int64()), pa.array([0] * count, pa.int8()),
+            [pa.array(groups, pa.int64()), pa.array([side] * count, pa.int8()),
              pa.nulls(count, pa.int64()), pa.nulls(count, pa.int64()),
              pa.array(blobs, pa.binary())], schema=_OUT)
 

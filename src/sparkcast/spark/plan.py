@@ -15,6 +15,7 @@ content hash that orders rows with equal timestamps the same way in every run.
 from __future__ import annotations
 
 import copy
+import functools
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, defines
 from sparkcast.api.options import ProcessOptions, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
-from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function
+from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function, user_function
+from sparkcast.core.keyed_process import adapt
 from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import default_blob_dir
 from sparkcast.spark.corrupt import split_corrupt
@@ -80,6 +82,9 @@ class RuntimePlan:
     blob_store: str
     blob_store_chosen: bool = False
     static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
+    # a KeyedCoProcessFunction's second keyed input (packed with _side 2)
+    second_fields: tuple[str, ...] = ()
+    second_key_positions: tuple[int, ...] = ()
     stateless: bool = False  # the shuffle-free path (stateless.py)
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
@@ -159,6 +164,59 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     return plan
+
+
+def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
+                     second: tuple[DataFrame, tuple[str, ...]] | None, spec: ProcessSpec
+                     ) -> RuntimePlan:
+    """The plan of a ``KeyedProcessFunction`` (``second`` None) or ``KeyedCoProcessFunction``:
+    the broadcast operator without a broadcast side. Both inputs are packed and shuffled by the
+    same key hash, so equal keys of either input meet in subtask ``hash(key) mod P``."""
+    spark = main.sparkSession
+    main, corrupt = split_corrupt(main)
+    other, other_corrupt = split_corrupt(second[0]) if second else (main, None)
+    if second:
+        _check_same_key_types(main, key_columns, other, second[1])
+    options = ProcessOptions(on_error=spec.on_error,  # type: ignore[arg-type]
+                             job_parameters=spec.job_parameters)
+    _check_event_time(main, other, spec, options)
+    parallelism = spec.parallelism or int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
+    if parallelism < 1 or spec.state_buckets < 1:
+        raise PipelineError("parallelism and state_buckets must be at least 1")
+    function = adapt(spec.function)
+    keyed_descriptors = discover_keyed_state(function, (), options, parallelism)
+    output_schema = parse_schema(spark, spec.output_schema, "output_schema")
+    check_reserved(output_schema.fieldNames())
+    groups = balanced_group_keys(spark, parallelism)
+    tagged = _tag_main(main, key_columns, groups, spec.event_time)
+    if second:
+        tagged = tagged.unionByName(_tag_main(other, second[1], groups, spec.event_time, side=2))
+    if corrupt is not None and other_corrupt is not None:
+        corrupt = corrupt.unionByName(other_corrupt, allowMissingColumns=True)
+    return RuntimePlan(
+        pipeline_id=uuid.uuid4().hex, function=function, broadcast_descriptors=(),
+        keyed_descriptors=keyed_descriptors, options=options, parallelism=parallelism,
+        subtask_of_group={g: i for i, g in enumerate(groups)}, main_fields=tuple(main.columns),
+        broadcast_fields=(), key_positions=tuple(main.columns.index(c) for c in key_columns),
+        output_schema=output_schema,
+        side_schemas={t.tag_id: tag_schema(spark, t) for t in spec.side_outputs},
+        event_time=spec.event_time, time_mode=_time_mode(spec), state_buckets=spec.state_buckets,
+        blob_store=spec.blob_store or default_blob_dir(), tagged_input=tagged,
+        corrupt_input=corrupt if corrupt is not None else other_corrupt, spark=spark,
+        second_fields=tuple(other.columns) if second else (),
+        second_key_positions=tuple(other.columns.index(c) for c in second[1]) if second else (),
+    )
+
+
+def _check_same_key_types(a: DataFrame, a_keys: tuple[str, ...], b: DataFrame,
+                          b_keys: tuple[str, ...]) -> None:
+    """Both inputs go to subtask ``hash(key) mod P``; Spark's hash depends on the type."""
+    a_types = [a.schema[c].dataType.simpleString() for c in a_keys]
+    b_types = [b.schema[c].dataType.simpleString() for c in b_keys]
+    if a_types != b_types:
+        raise PipelineError(f"connected keyed streams need keys of the same types, to meet in "
+                            f"the same subtask: {list(a_keys)} {a_types} vs {list(b_keys)} "
+                            f"{b_types}; cast one side (df.withColumn(c, F.col(c).cast(...)))")
 
 
 def _may_skip_state(plan: RuntimePlan, broadcast: Any) -> bool:
@@ -250,7 +308,7 @@ def _group_column(groups: list[int], index: Any) -> Any:
 
 
 def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
-              event_time: str | None) -> DataFrame:
+              event_time: str | None, side: int = 0) -> DataFrame:
     columns = [F.col(f"`{c}`") for c in main.columns]
     hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns]) if key_columns else F.xxhash64(
         *columns)
@@ -261,7 +319,7 @@ def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
         _millis(main, event_time).alias("_ts"),
         F.xxhash64(*columns).alias("_seq"),
         *[c.alias(f"m_{i}") for i, c in enumerate(columns)],
-    ).mapInArrow(pack_main, PACKED_SCHEMA)
+    ).mapInArrow(functools.partial(pack_main, side=side), PACKED_SCHEMA)
 
 
 def _pad_main(main_tagged: DataFrame, bcast: DataFrame, order_by: str | None) -> DataFrame:
@@ -314,5 +372,5 @@ def _to_millis(value: Any) -> int | None:
     return int(value.timestamp() * 1000)
 
 
-def uses_timers(function: BaseBroadcastProcessFunction) -> bool:
-    return defines(function, "on_timer")
+def uses_timers(function: Any) -> bool:
+    return defines(user_function(function), "on_timer")

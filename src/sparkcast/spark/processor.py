@@ -21,8 +21,9 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
-from sparkcast.api.timers import TimeDomain
+from sparkcast.api.timers import MIN_WATERMARK, TimeDomain
 from sparkcast.core.engine import SubtaskEngine, fresh_function
+from sparkcast.core.keyed_process import CoElement
 from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
@@ -98,12 +99,15 @@ class BroadcastProcessor(StatefulProcessor):
                ) -> tuple[list[BroadcastElement], Any, list[Any] | None, list[Any] | None]:
         if frame is None or len(frame) == 0:
             return [], [], None, None
+        plan = self.plan
+        if plan.second_fields:
+            main, timestamps, keys = _co_main(frame, plan)
+            return [], main, timestamps, keys
         is_broadcast = frame.iloc[:, 1].to_numpy() == 1
         broadcast = self._broadcast_elements(frame[is_broadcast]) if is_broadcast.any() else []
         blobs = frame.iloc[:, _BLOB][~is_broadcast].tolist()
         if not blobs:
             return broadcast, [], None, None
-        plan = self.plan
         table = unpack_main(blobs, ordered=plan.keyed or plan.options.time_alignment == "event")
         main, timestamps = main_input(table, 2, plan.main_fields, engine.vectorized)
         if not plan.keyed or engine.vectorized:
@@ -132,6 +136,26 @@ class BroadcastProcessor(StatefulProcessor):
                 wanted = None
         if wanted is not None:
             self.handle.registerTimer(wanted)
+
+
+def _co_main(frame: pd.DataFrame, plan: RuntimePlan) -> tuple[list[Any], list[Any], list[Any]]:
+    """A co-function's two keyed inputs as one stream of ``CoElement``s, in (event time, content
+    hash) order over both inputs, so the order never depends on the shuffle."""
+    sides = frame.iloc[:, 1].to_numpy()
+    merged: list[tuple[Any, Any, CoElement, Any]] = []
+    for side, number, fields, positions in ((0, 1, plan.main_fields, plan.key_positions),
+                                            (2, 2, plan.second_fields, plan.second_key_positions)):
+        blobs = frame.iloc[:, _BLOB][sides == side].tolist()
+        if not blobs:
+            continue
+        table = unpack_main(blobs, ordered=False)
+        values, timestamps = main_input(table, 2, fields, False)
+        keys = _keys([table.column(2 + p).to_pylist() for p in positions])
+        seqs = table.column(1).to_pylist()
+        merged.extend(zip(timestamps, seqs, (CoElement(number, v) for v in values), keys,
+                          strict=False))
+    merged.sort(key=lambda m: (MIN_WATERMARK if m[0] is None else m[0], m[1]))
+    return [m[2] for m in merged], [m[0] for m in merged], [m[3] for m in merged]
 
 
 def _clocks(timer_values: Any) -> tuple[int | None, int]:

@@ -71,6 +71,24 @@ class ProcessResult:
 
     get_side_output = side_output  # PyFlink's name, so ported code reads the same
 
+    # ---- chaining: the main output is a stream for the next step, as in Flink's DataStream
+
+    def stream(self) -> Any:
+        """The main output as a ``Stream`` (the same as ``Stream(result.main)``)."""
+        from sparkcast.spark.stream import Stream
+
+        return Stream(self.main)
+
+    def connect(self, other: Any) -> Any:
+        """Chain a step: ``result.connect(Stream(models).broadcast(MODELS)).process(...)``."""
+        return self.stream().connect(other)
+
+    def key_by(self, *columns: str) -> Any:
+        return self.stream().key_by(*columns)
+
+    def broadcast(self, *descriptors: Any, order_by: str | None = None) -> Any:
+        return self.stream().broadcast(*descriptors, order_by=order_by)
+
     @property
     def dead_letters(self) -> DataFrame:
         """Inputs and outputs that failed, with the reason (``callback``, ``error``)."""

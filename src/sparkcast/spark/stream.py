@@ -16,10 +16,11 @@ from pyspark.sql import DataFrame
 
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
+from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.engine import check_broadcast
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import ProcessSpec, build_plan
+from sparkcast.spark.plan import ProcessSpec, build_keyed_plan, build_plan
 from sparkcast.spark.result import ProcessResult
 
 
@@ -54,9 +55,63 @@ class Stream:
 
 
 class KeyedStream(Stream):
+    """Flink's ``KeyedStream``: ``process`` runs a ``KeyedProcessFunction``; ``connect`` takes
+    a broadcast stream, or another keyed stream for a ``KeyedCoProcessFunction``."""
+
     def __init__(self, df: DataFrame, key_columns: tuple[str, ...]) -> None:
         super().__init__(df)
         self.key_columns = key_columns
+
+    def connect(self, other: Any) -> Any:
+        if isinstance(other, KeyedStream):
+            return ConnectedKeyedStreams(self, other)
+        return BroadcastConnectedStream(self, other)
+
+    def process(self, function: KeyedProcessFunction, output_schema: str, *,
+                parallelism: int | None = None, event_time: str | None = None,
+                side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
+                job_parameters: dict[str, Any] | None = None, state_buckets: int = 64
+                ) -> ProcessResult:
+        """Run a ``KeyedProcessFunction`` over this keyed stream (options as for the broadcast
+        ``process``)."""
+        if not isinstance(function, KeyedProcessFunction):
+            raise PipelineError("KeyedStream.process takes a KeyedProcessFunction; a broadcast "
+                                "function needs .connect(broadcast_stream) first")
+        spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
+                           on_error, job_parameters, state_buckets)
+        return ProcessResult(build_keyed_plan(self.df, self.key_columns, None, spec))
+
+
+class ConnectedKeyedStreams:
+    """Flink's ``ConnectedStreams`` of two keyed streams; ``process`` runs a
+    ``KeyedCoProcessFunction`` (``process_element1`` for this stream, ``2`` for the other)."""
+
+    def __init__(self, first: KeyedStream, second: KeyedStream) -> None:
+        self.first = first
+        self.second = second
+
+    def process(self, function: KeyedCoProcessFunction, output_schema: str, *,
+                parallelism: int | None = None, event_time: str | None = None,
+                side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
+                job_parameters: dict[str, Any] | None = None, state_buckets: int = 64
+                ) -> ProcessResult:
+        if not isinstance(function, KeyedCoProcessFunction):
+            raise PipelineError("two connected keyed streams take a KeyedCoProcessFunction")
+        spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
+                           on_error, job_parameters, state_buckets)
+        second = (self.second.df, self.second.key_columns)
+        return ProcessResult(build_keyed_plan(self.first.df, self.first.key_columns, second,
+                                              spec))
+
+
+def _keyed_spec(function: Any, output_schema: str, parallelism: int | None,
+                event_time: str | None, side_outputs: Iterable[OutputTag], on_error: str,
+                job_parameters: dict[str, Any] | None, state_buckets: int) -> ProcessSpec:
+    return ProcessSpec(function=function, output_schema=output_schema, parallelism=parallelism,
+                       hold_until_ready=None, hold_capacity=0, time_alignment="batch",
+                       event_time=event_time, side_outputs=tuple(side_outputs),
+                       on_error=on_error, job_parameters=dict(job_parameters or {}),
+                       state_buckets=state_buckets)
 
 
 class BroadcastStream:

@@ -3,6 +3,12 @@
 They run the engine that Spark runs, with in-memory state and a manual clock; no Spark session.
 """
 
-from sparkcast.testing.harness import BroadcastHarness, KeyedBroadcastHarness
+from sparkcast.testing.harness import (
+    BroadcastHarness,
+    KeyedBroadcastHarness,
+    KeyedCoProcessHarness,
+    KeyedProcessHarness,
+)
 
-__all__ = ["BroadcastHarness", "KeyedBroadcastHarness"]
+__all__ = ["BroadcastHarness", "KeyedBroadcastHarness", "KeyedCoProcessHarness",
+           "KeyedProcessHarness"]

@@ -19,12 +19,15 @@ import pandas as pd
 
 from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
+from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_conditions
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.timers import MIN_WATERMARK
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
+from sparkcast.core.keyed_process import CoElement, KeyedAdapter
 from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
@@ -266,3 +269,71 @@ class KeyedBroadcastHarness(BroadcastHarness):
         """Registered timers by domain: ``{"EVENT_TIME": [(ts, key)], "PROCESSING_TIME": ...}``."""
         return {domain.name: [(ts, key) for ts, key in queue.snapshot()]
                 for domain, queue in self.engine.timers.items()}
+
+
+class KeyedProcessHarness(KeyedBroadcastHarness):
+    """Runs a ``KeyedProcessFunction`` (Flink's ``KeyedOneInputStreamOperatorTestHarness``):
+    ``process_element``, watermarks, processing time, outputs, keyed state and timers as on
+    ``KeyedBroadcastHarness``; there is no broadcast side."""
+
+    def __init__(self, function: KeyedProcessFunction, key_selector: KeySelector | Callable[
+            [Any], Any], **options: Any) -> None:
+        if not isinstance(function, KeyedProcessFunction):
+            raise PipelineError("a KeyedProcessHarness runs a KeyedProcessFunction")
+        super().__init__(KeyedAdapter(function), key_selector, [], **options)
+
+    def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
+        pass
+
+    def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        raise PipelineError("a KeyedProcessFunction has no broadcast side")
+
+
+class KeyedCoProcessHarness(KeyedBroadcastHarness):
+    """Runs a ``KeyedCoProcessFunction`` (Flink's ``KeyedTwoInputStreamOperatorTestHarness``):
+    ``process_element1`` / ``process_element2``, each input keyed by its own selector."""
+
+    def __init__(self, function: KeyedCoProcessFunction,
+                 key_selector1: KeySelector | Callable[[Any], Any],
+                 key_selector2: KeySelector | Callable[[Any], Any], **options: Any) -> None:
+        if not isinstance(function, KeyedCoProcessFunction):
+            raise PipelineError("a KeyedCoProcessHarness runs a KeyedCoProcessFunction")
+        get_key2 = getattr(key_selector2, "get_key", key_selector2)
+        if not callable(get_key2):
+            raise PipelineError("key_selector2 must be a callable or have get_key(value)")
+        self._get_key2: Callable[[Any], Any] = get_key2
+        super().__init__(KeyedAdapter(function), key_selector1, [], **options)
+
+    def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
+        pass
+
+    def _key(self, value: Any) -> Any:
+        element: CoElement = value
+        return (self._get_key(element.value) if element.input == 1
+                else self._get_key2(element.value))
+
+    def process_element1(self, value: Any, timestamp: int | None = None) -> None:
+        """An element of input 1 (Flink's ``processElement1``)."""
+        self.process_element(CoElement(1, value), timestamp)
+
+    def process_element2(self, value: Any, timestamp: int | None = None) -> None:
+        """An element of input 2 (Flink's ``processElement2``)."""
+        self.process_element(CoElement(2, value), timestamp)
+
+    def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        raise PipelineError("a KeyedCoProcessFunction has no broadcast side: input 2 is keyed "
+                            "(process_element2)")
+
+    def process_co_micro_batch(self, input1: Sequence[tuple[Any, int | None]] = (),
+                               input2: Sequence[tuple[Any, int | None]] = (), *,
+                               watermark: int | None = None,
+                               processing_time: int | None = None) -> None:
+        """One Spark micro-batch of ``(value, timestamp)`` pairs of both inputs, merged by
+        timestamp as the runtime orders them (input 1 first on equal timestamps here; on Spark
+        a content hash breaks ties)."""
+        merged = sorted([(t, 0, CoElement(1, v)) for v, t in input1]
+                        + [(t, 1, CoElement(2, v)) for v, t in input2],
+                        key=lambda e: (MIN_WATERMARK if e[0] is None else e[0], e[1]))
+        self.process_micro_batch([e for _, _, e in merged],
+                                 main_timestamps=[t for t, _, _ in merged],
+                                 watermark=watermark, processing_time=processing_time)
