@@ -10,7 +10,6 @@ the side outputs' schemas, so ``read_output`` returns typed columns.
 from __future__ import annotations
 
 import json
-import os
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -18,6 +17,8 @@ from pyspark.sql import functions as F
 
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.spark import storage
+from sparkcast.spark.checks import query_blob_store
 
 if TYPE_CHECKING:
     from sparkcast.spark.result import ProcessResult
@@ -30,9 +31,8 @@ def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, 
                     trigger: dict[str, Any] | None, query_name: str | None) -> Any:
     write_manifest(result, path)
     plan = result.plan
-    if not plan.blob_store_chosen and "://" not in checkpoint_location:
-        plan.blob_store = os.path.join(checkpoint_location.removeprefix("file:"), "blobs")
-        result.reset()
+    plan.blob_store = query_blob_store(plan, checkpoint_location)
+    result.reset()
     frame = result.tagged.withColumn(
         "_output", F.coalesce(F.col("_tag"), F.lit("main"))).drop("_tag")
     stream = (frame.writeStream.format(format).partitionBy("_output").outputMode("append")
@@ -51,11 +51,7 @@ def write_manifest(result: ProcessResult, path: str) -> None:
         "side_outputs": {tag: (None if schema is None else schema.simpleString())
                          for tag, schema in plan.side_schemas.items()},
     }
-    if "://" not in path or path.startswith("file:"):
-        local = path.removeprefix("file:")
-        os.makedirs(local, exist_ok=True)
-        with open(os.path.join(local, MANIFEST), "w", encoding="utf-8") as out:
-            json.dump(manifest, out, indent=1)
+    storage.write_bytes(storage.join(path, MANIFEST), json.dumps(manifest, indent=1).encode())
 
 
 def read_output(spark: Any, path: str, output: str | OutputTag = "main",
@@ -79,8 +75,5 @@ def read_output(spark: Any, path: str, output: str | OutputTag = "main",
 def _side_schema(path: str, name: str, output: str | OutputTag) -> str | None:
     if isinstance(output, OutputTag) and output.schema is not None:
         return output.schema
-    manifest = os.path.join(path.removeprefix("file:"), MANIFEST)
-    if not os.path.exists(manifest):
-        return None
-    with open(manifest, encoding="utf-8") as source:
-        return json.load(source)["side_outputs"].get(name)
+    manifest = storage.read_bytes(storage.join(path, MANIFEST))
+    return None if manifest is None else json.loads(manifest)["side_outputs"].get(name)
