@@ -30,12 +30,12 @@ LABELS = MapStateDescriptor("labels", str, str)
 ALERTS = OutputTag("alerts", "k string, id long, amount long")
 KEYED_OUTPUT = "k string, id long, n long, limit long"
 ENRICHED_OUTPUT = "id long, category string, label string"
-EVENTS_SCHEMA = "id long, k string, category string, amount long"
-RULES_SCHEMA = "version long, limit long, category string, label string"
-BATCHES = 8
+EVENTS_SCHEMA = "id long, k string, category string, amount long, ts long"
+RULES_SCHEMA = "version long, limit long, category string, label string, ts long"
+BATCHES = 6
 EVENTS_PER_BATCH = 60
 SLOW_ID = 3 * EVENTS_PER_BATCH + 7  # in micro-batch 3
-SLOW_SECONDS = 6.0
+SLOW_SECONDS = 8.0
 
 
 class Thresholds(KeyedBroadcastProcessFunction):
@@ -70,27 +70,29 @@ class Labels(BroadcastProcessFunction):
 
     def process_element(self, value: Any, ctx: Any) -> Any:
         yield value["id"], value["category"], ctx.get_broadcast_state(LABELS).get(
-            value["category"], "unknown")
+            value["category"]) or "unknown"
 
 
 def batches() -> list[tuple[list[dict], list[dict]]]:
-    """``(rules, events)`` per micro-batch; the limit and the labels change in most batches."""
+    """``(rules, events)`` per micro-batch; the limit and a label change in every batch.
+    Distinct event times (``event_time="ts"``) order each key's events the same everywhere."""
     out = []
     for b in range(BATCHES):
-        rules = [] if b in (2, 5) else [
-            {"version": b, "limit": 40 + 7 * b, "category": f"c{b % 3}", "label": f"L{b}"}]
+        rules = [  # one file per micro-batch: a file source takes the next file, not "file b"
+            {"version": b, "limit": 40 + 7 * b, "category": f"c{b % 3}", "label": f"L{b}",
+             "ts": 1_000 * b}]
         events = []
         for i in range(EVENTS_PER_BATCH):
             n = b * EVENTS_PER_BATCH + i
             amount = None if n % 53 == 0 else (n * 37) % 100
             events.append({"id": n, "k": f"k{n % 11}", "category": f"c{n % 4}",
-                           "amount": amount})
+                           "amount": amount, "ts": 1_000 * b + 1 + i})
         out.append((rules, events))
     return out
 
 
 def run(spark: Any, data: str, out: str, parallelism: int = 2) -> None:
-    """Both pipelines to the end of the data; one micro-batch per file pair."""
+    """Both pipelines to the end of the data, one micro-batch per file pair."""
     from sparkcast.spark import Stream
 
     def source(name: str, schema: str) -> Any:
@@ -100,12 +102,13 @@ def run(spark: Any, data: str, out: str, parallelism: int = 2) -> None:
     events, rules = source("events", EVENTS_SCHEMA), source("rules", RULES_SCHEMA)
     keyed = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES, order_by="version"))
              .process(Thresholds(f"{data.removeprefix('file://')}/slow"), KEYED_OUTPUT,
-                      parallelism=parallelism, side_outputs=[ALERTS]))
+                      parallelism=parallelism, side_outputs=[ALERTS], event_time="ts"))
     enriched = (Stream(events).connect(Stream(rules).broadcast(LABELS, order_by="version"))
-                .process(Labels(), ENRICHED_OUTPUT, parallelism=parallelism))
-    for name, result in (("keyed", keyed), ("enriched", enriched)):
-        query = result.write_stream(f"{out}/{name}", f"{out}/{name}-checkpoint",
-                                    trigger={"availableNow": True}, query_name=name)
+                .process(Labels(), ENRICHED_OUTPUT, parallelism=parallelism, event_time="ts"))
+    queries = [result.write_stream(f"{out}/{name}", f"{out}/{name}-checkpoint",
+                                   trigger={"availableNow": True}, query_name=name)
+               for name, result in (("keyed", keyed), ("enriched", enriched))]
+    for query in queries:  # both at once: the cluster's two cores serve both
         query.awaitTermination()
 
 
