@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -26,13 +27,14 @@ def test_connect_session_gives_the_classic_results(spark, tmp_path):
     with open(log, "wb") as out:  # the Connect run goes on while the classic one runs here
         remote_run = subprocess.Popen(
             [sys.executable, "-m", "tests.deploy.connect_job", str(tmp_path / "connect"),
-             str(report)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+             str(report)], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True)  # its Connect server JVM is killed with it
         try:
             classic = json.loads(json.dumps(connect_job.run_all(spark, tmp_path / "classic")))
             code = remote_run.wait(timeout=400)
         finally:
             if remote_run.poll() is None:
-                remote_run.kill()
+                os.killpg(remote_run.pid, signal.SIGKILL)
                 remote_run.wait()
     assert code == 0, log.read_text(errors="replace")[-5_000:]
     remote = json.loads(report.read_text())

@@ -74,20 +74,25 @@ def session_cores(spark: Any) -> int:
     return int(inside) if inside.isdigit() else os.cpu_count() or 2
 
 
-def prepare(plan: RuntimePlan) -> None:
-    """Check the session of a freshly built plan; give it its default blob store."""
-    spark = plan.spark
-    assert spark is not None
+def check_workers(spark: Any) -> None:
+    """Before a plan makes its Python functions (each captures the worker executable)."""
     master = master_of(spark)
-    if not plan.blob_store_chosen:
-        plan.blob_store = blobs.default_blob_store(plan.pipeline_id, is_local_master(master))
-    if not plan.stateless:
-        _check_state_store(spark)
     if is_local_master(master) and not is_connect(spark):
         _use_importing_python(spark)
     elif id(spark) not in _PROBED:
         _probe_workers(spark, master)
         _PROBED.add(id(spark))
+
+
+def prepare(plan: RuntimePlan) -> None:
+    """Check the session of a freshly built plan; give it its default blob store."""
+    spark = plan.spark
+    assert spark is not None
+    if not plan.blob_store_chosen:
+        plan.blob_store = blobs.default_blob_store(plan.pipeline_id,
+                                                   is_local_master(master_of(spark)))
+    if not plan.stateless:
+        _check_state_store(spark)
     if str(spark.conf.get("spark.sql.shuffle.partitions", "")) == SPARK_DEFAULT_PARTITIONS:
         warnings.warn(
             "spark.sql.shuffle.partitions is Spark's default 200: each micro-batch of the "
@@ -99,14 +104,18 @@ def prepare(plan: RuntimePlan) -> None:
 def query_blob_store(plan: RuntimePlan, checkpoint_location: str) -> str:
     """The blob store of a ``write_stream`` query; refuses a local checkpoint on a cluster."""
     assert plan.spark is not None
-    master = master_of(plan.spark)
+    require_shared(checkpoint_location, master_of(plan.spark))
+    return plan.blob_store if plan.blob_store_chosen else blobs.blob_store_under(
+        checkpoint_location)
+
+
+def require_shared(checkpoint_location: str, master: str) -> None:
+    """A remote master needs a checkpoint every host reads: a URI, never a bare local path."""
     if not storage.is_uri(checkpoint_location) and not is_local_master(master):
         raise PipelineError(
             f"the checkpoint {checkpoint_location!r} is a local path but the master is "
             f"{master}: executors on other hosts would not see it. Give a location every host "
             "shares: hdfs://..., s3a://..., gs://..., or file:///... for a shared mount")
-    return plan.blob_store if plan.blob_store_chosen else blobs.blob_store_under(
-        checkpoint_location)
 
 
 def _check_state_store(spark: Any) -> None:
@@ -126,8 +135,9 @@ def _use_importing_python(spark: Any) -> None:
         return
     warnings.warn(
         f"the session's Python workers run {context.pythonExec!r}, which cannot import "
-        f"sparkcast; using this interpreter ({sys.executable}) instead. Set PYSPARK_PYTHON="
-        f"{sys.executable} before creating the session to silence this", stacklevel=4)
+        f"sparkcast; using this interpreter ({sys.executable}) from now on. DataFrames made "
+        f"earlier from Python objects keep the old one: set PYSPARK_PYTHON={sys.executable} "
+        "before creating the session", stacklevel=4)
     context.pythonExec = sys.executable
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
