@@ -42,7 +42,7 @@ def test_a_corrupted_blob_fails_its_checksum(tmp_path):
     with open(tmp_path / blob, "r+b") as f:
         f.seek(10)
         f.write(b"#")
-    blobs._CACHE.clear()
+    blobs.forget_cached()
     with pytest.raises(StateSerializationError, match="checksum"):
         load_value(stored, str(tmp_path))
 
@@ -82,9 +82,9 @@ def test_references_are_relative_so_the_store_can_move(tmp_path):
     stored = store_value({"w": "m" * LARGE_VALUE_BYTES}, str(tmp_path / "a"))
     assert str(tmp_path).encode() not in stored
     os.rename(tmp_path / "a", tmp_path / "b")
-    blobs._CACHE.clear()
+    blobs.forget_cached()
     assert load_value(stored, str(tmp_path / "b"))["w"] == "m" * LARGE_VALUE_BYTES
-    blobs._CACHE.clear()
+    blobs.forget_cached()
     with pytest.raises(StateSerializationError, match="missing from the blob store"):
         load_value(stored, str(tmp_path / "a"))
 
@@ -96,10 +96,9 @@ def test_an_existing_corrupt_blob_is_rewritten_not_trusted(tmp_path):
     stored = store_value(value, str(tmp_path))
     (name,) = _files(tmp_path)
     (tmp_path / name).write_bytes(b"half a file")  # a damaged copy, e.g. an interrupted rsync
-    blobs._VERIFIED.clear()
-    blobs._CACHE.clear()
+    blobs.forget_cached()
     assert store_value(value, str(tmp_path)) == stored
-    blobs._CACHE.clear()
+    blobs.forget_cached()
     assert load_value(stored, str(tmp_path)) == value
 
 
@@ -111,7 +110,7 @@ def test_file_uris_are_paths_not_folder_names(tmp_path, monkeypatch):
     stored = store_value({"w": "u" * LARGE_VALUE_BYTES}, store)
     assert len(_files(tmp_path / "store")) == 1
     assert not (tmp_path / "file:").exists()
-    blobs._CACHE.clear()
+    blobs.forget_cached()
     assert load_value(stored, store)["w"] == "u" * LARGE_VALUE_BYTES
 
 

@@ -4,11 +4,11 @@ Every subtask keeps its own copy of broadcast state (as in Flink), so a 100 MB m
 written P times into the state store and its checkpoints. A value whose encoding reaches
 ``LARGE_VALUE_BYTES`` is written once to ``<blob store>/<sha256>`` (atomically, through
 ``storage.py``: a path or a URI such as ``s3://``), and state holds only a reference. The
-reference names the digest, not the folder, so a checkpoint moved (or copied) with its blob store
-still reads. Readers verify the checksum and cache the decoded, frozen value per Python worker by
-hash, so it is held once per worker. A writer that finds the file already there verifies it too
-(once per worker) and rewrites it when it is corrupt: a half-copied or damaged blob is never
-trusted.
+reference names the digest, not the folder, so the blob store can move (or be copied) and the
+query restart with the new location. Readers verify the checksum and cache the decoded, frozen
+value per Python worker by store and digest, so it is held once per worker. A writer that finds
+the file already there verifies it too (once per worker) and rewrites it when it is corrupt: a
+half-copied or damaged blob is never trusted.
 
 The store is chosen on the driver (``blob_store_for``): ``process(blob_store=...)``, else
 ``<checkpoint>/blobs`` with ``write_stream``, else a folder of its own per pipeline under the
@@ -32,7 +32,7 @@ from sparkcast.spark import storage
 LARGE_VALUE_BYTES = 1 << 20
 NO_STORE = ""  # a remote master without blob_store or write_stream: large values fail clearly
 _PREFIX = b'{"$blob":'
-_CACHE: OrderedDict[str, Any] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str], Any] = OrderedDict()  # (store, digest) -> frozen value
 _CACHE_ENTRIES = 8
 _VERIFIED: set[tuple[str, str]] = set()  # (store, digest) written or checked by this worker
 
@@ -49,6 +49,12 @@ def blob_store_under(checkpoint_location: str) -> str:
     return storage.join(checkpoint_location, "blobs")
 
 
+def forget_cached() -> None:
+    """Drop this worker's decoded values and verified files: the next use reads the store."""
+    _CACHE.clear()
+    _VERIFIED.clear()
+
+
 def store_value(value: Any, blob_store: str) -> bytes:
     """The bytes to keep in state for a value: its encoding, or a reference to a blob."""
     encoded = codec.encode(value)
@@ -58,7 +64,7 @@ def store_value(value: Any, blob_store: str) -> bytes:
     if (blob_store, digest) not in _VERIFIED:
         _write_blob(blob_store, digest, encoded)
         _VERIFIED.add((blob_store, digest))
-    _remember(digest, value)
+    _remember((blob_store, digest), value)
     return json.dumps({"$blob": digest, "bytes": len(encoded)}).encode()
 
 
@@ -67,9 +73,9 @@ def load_value(stored: bytes, blob_store: str) -> Any:
     if not stored.startswith(_PREFIX):
         return codec.frozen_decode(stored)
     digest = json.loads(stored)["$blob"]
-    cached = _CACHE.get(digest)
+    cached = _CACHE.get((blob_store, digest))
     if cached is not None:
-        _CACHE.move_to_end(digest)
+        _CACHE.move_to_end((blob_store, digest))
         return cached
     encoded = storage.read_bytes(storage.join(_require(blob_store), digest))
     if encoded is None:
@@ -79,7 +85,7 @@ def load_value(stored: bytes, blob_store: str) -> Any:
     if hashlib.sha256(encoded).hexdigest() != digest:
         raise StateSerializationError(f"broadcast blob {digest} fails its checksum: the file "
                                       f"in {blob_store} was changed or truncated")
-    return _remember(digest, codec.frozen_decode(encoded))
+    return _remember((blob_store, digest), codec.frozen_decode(encoded))
 
 
 def _write_blob(blob_store: str, digest: str, encoded: bytes) -> None:
@@ -100,12 +106,12 @@ def _require(blob_store: str) -> str:
     return blob_store
 
 
-def _remember(digest: str, value: Any) -> Any:
+def _remember(key: tuple[str, str], value: Any) -> Any:
     from sparkcast.core.frozen import freeze
 
     frozen = freeze(value)
-    _CACHE[digest] = frozen
-    _CACHE.move_to_end(digest)
+    _CACHE[key] = frozen
+    _CACHE.move_to_end(key)
     while len(_CACHE) > _CACHE_ENTRIES:
         _CACHE.popitem(last=False)
     return frozen
