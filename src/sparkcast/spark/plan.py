@@ -31,7 +31,8 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function
 from sparkcast.errors import PipelineError
-from sparkcast.spark.blobs import default_blob_dir
+from sparkcast.spark.blobs import NO_STORE
+from sparkcast.spark.checks import default_parallelism
 from sparkcast.spark.corrupt import split_corrupt
 from sparkcast.spark.layout import check_reserved
 from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
@@ -111,7 +112,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         job_parameters=spec.job_parameters,
     )
     _check_event_time(main, broadcast.df, spec, options)
-    parallelism = spec.parallelism or int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
+    parallelism = spec.parallelism or default_parallelism(spark)
     if parallelism < 1:
         raise PipelineError("parallelism must be at least 1")
     if spec.state_buckets < 1:
@@ -136,7 +137,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         event_time=spec.event_time,
         time_mode=_time_mode(spec),
         state_buckets=spec.state_buckets,
-        blob_store=spec.blob_store or default_blob_dir(),
+        blob_store=spec.blob_store or NO_STORE,  # checks.prepare picks the default
         blob_store_chosen=spec.blob_store is not None,
         corrupt_input=corrupt,
         spark=spark,

@@ -10,7 +10,6 @@ columns, and refuses an output it cannot type.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -20,6 +19,7 @@ from sparkcast.api.options import HOLD_OVERFLOW
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
+from sparkcast.spark.checks import query_blob_store
 from sparkcast.spark.layout import (
     DEAD_LETTER_SCHEMA,
     MAIN,
@@ -38,9 +38,8 @@ if TYPE_CHECKING:
 def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
                     trigger: dict[str, Any] | None, query_name: str | None) -> Any:
     plan = result.plan
-    if not plan.blob_store_chosen and "://" not in checkpoint_location:
-        plan.blob_store = os.path.join(checkpoint_location.removeprefix("file:"), "blobs")
-        result.reset()
+    plan.blob_store = query_blob_store(plan, checkpoint_location)
+    result.reset()
     write_manifest(path, plan.output_schema.simpleString(), {
         HOLD_OVERFLOW.tag_id: None,
         **{tag: (None if schema is None else schema.simpleString())
