@@ -72,6 +72,7 @@ class RuntimePlan:
     main_fields: tuple[str, ...]
     broadcast_fields: tuple[str, ...]
     key_positions: tuple[int, ...]
+    key_types: tuple[str, ...]
     output_schema: StructType
     side_schemas: dict[str, StructType | None]
     event_time: str | None
@@ -103,6 +104,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     spark = main.sparkSession
     main, corrupt = split_corrupt(main)
     descriptors = tuple(check_broadcast(broadcast.descriptors))
+    _check_counts(spec)
     options = ProcessOptions(
         hold_until_ready=ready_conditions(spec.hold_until_ready, descriptors),
         hold_capacity=spec.hold_capacity,
@@ -111,11 +113,8 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         job_parameters=spec.job_parameters,
     )
     _check_event_time(main, broadcast.df, spec, options)
-    parallelism = spec.parallelism or int(spark.conf.get("spark.sql.shuffle.partitions", "4"))
-    if parallelism < 1:
-        raise PipelineError("parallelism must be at least 1")
-    if spec.state_buckets < 1:
-        raise PipelineError("state_buckets must be at least 1")
+    parallelism = (int(spark.conf.get("spark.sql.shuffle.partitions", "4"))
+                   if spec.parallelism is None else spec.parallelism)
     keyed_descriptors = discover_keyed_state(spec.function, descriptors, options, parallelism)
     output_schema = parse_schema(spark, spec.output_schema, "output_schema")
     clash = [n for n in output_schema.fieldNames() if n in RESERVED]
@@ -133,6 +132,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         main_fields=tuple(main.columns),
         broadcast_fields=tuple(broadcast.df.columns),
         key_positions=tuple(main.columns.index(c) for c in key_columns),
+        key_types=tuple(main.schema[c].dataType.simpleString() for c in key_columns),
         output_schema=output_schema,
         side_schemas={t.tag_id: _tag_schema(spark, t) for t in spec.side_outputs},
         event_time=spec.event_time,
@@ -161,6 +161,20 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     return plan
+
+
+def _check_counts(spec: ProcessSpec) -> None:
+    """Counts are refused, never replaced: ``parallelism=0`` once meant "the session default"
+    silently, and a checkpoint is then tied to a number the user never chose."""
+    for name, value, least in (("parallelism", spec.parallelism, 1),
+                               ("state_buckets", spec.state_buckets, 1),
+                               ("hold_capacity", spec.hold_capacity, 0)):
+        if value is None and name == "parallelism":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PipelineError(f"{name} must be an integer of at least {least}, not {value!r}"
+                                + (" (leave it out for the session's shuffle partitions)"
+                                   if name == "parallelism" else ""))
 
 
 def _may_skip_state(plan: RuntimePlan, broadcast: Any) -> bool:

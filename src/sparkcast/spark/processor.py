@@ -24,6 +24,7 @@ from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 from sparkcast.api.timers import TimeDomain
 from sparkcast.core.engine import SubtaskEngine, fresh_function
 from sparkcast.core.records import BroadcastElement
+from sparkcast.spark.compatibility import guard_subtask, layout_json
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.rows import OutputEncoder, main_input, rows_of
@@ -39,6 +40,7 @@ class BroadcastProcessor(StatefulProcessor):
     def __init__(self, plan: RuntimePlan, broadcast_types: list[Any]) -> None:
         self.plan = plan
         self.broadcast_integral = _integral(broadcast_types)
+        self.layout = layout_json(plan)
 
     def init(self, handle: Any) -> None:
         plan = self.plan
@@ -83,6 +85,7 @@ class BroadcastProcessor(StatefulProcessor):
         plan = self.plan
         backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets,
                                     plan.blob_store)
+        guard_subtask(backend, plan.pipeline_id, subtask, self.layout)  # before anything runs
         engine = _ENGINES.get((plan.pipeline_id, subtask))
         if engine is None:
             engine = SubtaskEngine(fresh_function(plan.function), plan.broadcast_descriptors,

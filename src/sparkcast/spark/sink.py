@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.spark.compatibility import check_checkpoint
 
 if TYPE_CHECKING:
     from sparkcast.spark.result import ProcessResult
@@ -28,6 +29,7 @@ INTERNAL = ("_tag", "_ts", "_payload", "_output")
 
 def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
                     trigger: dict[str, Any] | None, query_name: str | None) -> Any:
+    check_checkpoint(result.plan, checkpoint_location)  # refuses before anything is written
     write_manifest(result, path)
     plan = result.plan
     if not plan.blob_store_chosen and "://" not in checkpoint_location:
