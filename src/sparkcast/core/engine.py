@@ -77,6 +77,7 @@ class SubtaskEngine:
         self.metrics = MetricGroup()
         self.outputs: list[tuple[OutputTag | None, Any, int | None, bool]] = []
         self.current_key: Any = NO_KEY
+        self.failed_key: Any = NO_KEY  # the key apply_to_keyed_state failed on, if it did
         self.processing_time = 0
         self.main_watermark = MIN_WATERMARK
         self.broadcast_watermark = MIN_WATERMARK
@@ -204,6 +205,11 @@ class SubtaskEngine:
                 if stored is not None and has_live_value(state, stored):
                     self.current_key = key
                     function(key, state)
+        except Exception:
+            # keyed state differs by subtask: the dead letter names the key it failed on, and
+            # on Spark each subtask where this happens reports it (see broadcast_letters)
+            self.failed_key = self.current_key
+            raise
         finally:
             self.current_key = NO_KEY
 
@@ -220,13 +226,14 @@ class SubtaskEngine:
                                   fingerprint: str | None = None) -> None:
         """Apply one broadcast element, then release held elements that became processable.
         ``fingerprint`` is the value's ``codec.fingerprint`` when the caller has it already."""
-        self.current_key = NO_KEY
+        self.current_key = self.failed_key = NO_KEY
         ctx = self._context("broadcast", timestamp)
         content = fingerprint or codec.fingerprint(value)
         chain = f"{self.broadcast_version}|{content}|{timestamp}".encode()
         self.broadcast_version = hashlib.blake2b(chain, digest_size=12).hexdigest()
         self._invoke("process_broadcast_element", self.function.process_broadcast_element,
                      value, ctx, timestamp, None)
+        self.failed_key = NO_KEY  # the function may have caught it
         if self.hold.stale:
             self.hold.refresh(self._broadcast_tables)
             if self.hold.ready and self.hold.items:
@@ -417,6 +424,8 @@ class SubtaskEngine:
 
     def _dead_letter(self, callback: str, exc: Exception, value: Any, key: Any,
                      timestamp: int | None) -> None:
+        if key is None and self.failed_key is not NO_KEY:
+            key, self.failed_key = self.failed_key, NO_KEY
         key = None if key is NO_KEY else key  # a non-keyed function's errors name no key
         if self.options.on_error == "fail":
             if isinstance(exc, SparkcastError):
