@@ -77,7 +77,7 @@ class SubtaskEngine:
         self.metrics = MetricGroup()
         self.outputs: list[tuple[OutputTag | None, Any, int | None, bool]] = []
         self.current_key: Any = NO_KEY
-        self.failed_key: Any = NO_KEY  # the key apply_to_keyed_state failed on, if it did
+        self.failed_key: Any = NO_KEY  # (error, key) where apply_to_keyed_state failed, if it did
         self.processing_time = 0
         self.main_watermark = MIN_WATERMARK
         self.broadcast_watermark = MIN_WATERMARK
@@ -205,10 +205,10 @@ class SubtaskEngine:
                 if stored is not None and has_live_value(state, stored):
                     self.current_key = key
                     function(key, state)
-        except Exception:
+        except Exception as exc:
             # keyed state differs by subtask: the dead letter names the key it failed on, and
-            # on Spark each subtask where this happens reports it (see broadcast_letters)
-            self.failed_key = self.current_key
+            # on Spark each subtask where this happens reports it (processor.py)
+            self.failed_key = (exc, self.current_key)
             raise
         finally:
             self.current_key = NO_KEY
@@ -425,7 +425,8 @@ class SubtaskEngine:
     def _dead_letter(self, callback: str, exc: Exception, value: Any, key: Any,
                      timestamp: int | None) -> None:
         if key is None and self.failed_key is not NO_KEY:
-            key, self.failed_key = self.failed_key, NO_KEY
+            key = _key_of_failure(exc, *self.failed_key)
+            self.failed_key = NO_KEY
         key = None if key is NO_KEY else key  # a non-keyed function's errors name no key
         if self.options.on_error == "fail":
             if isinstance(exc, SparkcastError):
@@ -442,6 +443,16 @@ class SubtaskEngine:
             raise
         except Exception as exc:
             raise UserFunctionError(self.function_name, callback, None, exc) from exc
+
+
+def _key_of_failure(exc: BaseException, failed: BaseException, key: Any) -> Any:
+    """``key`` when ``exc`` is (or was raised from) the failure inside apply_to_keyed_state."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if seen is failed:
+            return key
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _time_key(timestamp: int | None) -> int:
