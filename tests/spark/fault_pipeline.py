@@ -23,7 +23,7 @@ COUNT = ValueStateDescriptor("count", int)
 EVENTS_SCHEMA = "id long, k string, amount long, ts long"
 RULES_SCHEMA = "name string, limit long, ts long"
 OUTPUT = "k string, id long, n long, flagged boolean, version long"
-EVENT_FILES, RULE_FILES, PER_FILE = 6, 3, 40
+EVENT_FILES, RULE_FILES, PER_FILE = 4, 3, 40
 
 
 class Ledger(KeyedBroadcastProcessFunction):

@@ -73,10 +73,10 @@ def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_p
     for index in range(pipeline.RULE_FILES):
         write_batch_file(tmp_path / "rules", index, pipeline.rules(index))
     log = tmp_path / "runs.log"
-    kills = [
+    kills = [  # each run first replays the batch the previous one was killed in
+        (lambda: _in_flight(tmp_path, 0), 1.0),  # batch 0 while its tasks run
         (lambda: _in_flight(tmp_path, 1), 0.0),  # as soon as batch 1 is planned
-        (lambda: _in_flight(tmp_path, 3), 0.8),  # batch 3 while its tasks run
-        (lambda: _between_commits(tmp_path, 4) or 5 in _logged(tmp_path / "checkpoint"
+        (lambda: _between_commits(tmp_path, 2) or 3 in _logged(tmp_path / "checkpoint"
                                                                / "offsets"), 0.0),
     ]
     outcomes = []

@@ -104,6 +104,8 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     A side output that is new (or was dropped) is safe; one whose schema changed is not."""
     lines = []
     for item, advice in _ADVICE.items():
+        if item == "subtask_groups" and old.get("parallelism") != new.get("parallelism"):
+            continue  # follows from the parallelism, already named
         before, after = old.get(item), new.get(item)
         if item == "side_outputs":
             before, after = _changed_tags(before or {}, after or {})

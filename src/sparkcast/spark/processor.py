@@ -44,6 +44,7 @@ class BroadcastProcessor(StatefulProcessor):
         self.broadcast_convert = converters(broadcast_types, plan.time_zone)
         self.main_convert = converters(plan.main_types, plan.time_zone)
         self.layout = layout_json(plan)
+        self.applied_static = False  # whether this call applied the static broadcast rows
 
     def init(self, handle: Any) -> None:
         plan = self.plan
@@ -83,7 +84,7 @@ class BroadcastProcessor(StatefulProcessor):
         engine.flush()
         self._sync_spark_timer(engine)
         outputs = engine.take_outputs()
-        if subtask and (broadcast or self.plan.static_broadcast):
+        if subtask and (broadcast or self.applied_static):
             outputs = broadcast_letters_once(outputs)
         yield from self.encoder.encode(outputs, subtask)
 
@@ -102,7 +103,8 @@ class BroadcastProcessor(StatefulProcessor):
         else:
             engine.take_outputs()
         engine.bind(backend)
-        if plan.static_broadcast and engine.broadcast_version == "":
+        self.applied_static = bool(plan.static_broadcast) and engine.broadcast_version == ""
+        if self.applied_static:
             apply_static_broadcast(engine, plan)
         return engine
 
