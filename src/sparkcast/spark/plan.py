@@ -289,7 +289,7 @@ def _group_column(groups: list[int], index: Any) -> Any:
     return F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), index + 1)
 
 
-def hashable(df: DataFrame, names: Iterable[str]) -> list[Any]:
+def hash_columns(df: DataFrame, names: Iterable[str]) -> list[Any]:
     """The columns ``names`` as Spark's hash functions take them: Spark cannot hash a map
     (DATATYPE_MISMATCH.HASH_MAP_TYPE), and feature-flag configs are naturally maps, so a column
     with a map anywhere inside is hashed as its JSON text (the same text on every replay)."""
@@ -310,8 +310,8 @@ def _has_map(kind: DataType) -> bool:
 def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
               event_time: str | None) -> DataFrame:
     columns = [F.col(f"`{c}`") for c in main.columns]
-    content = F.xxhash64(*hashable(main, main.columns))
-    hashed = F.hash(*hashable(main, key_columns)) if key_columns else content
+    content = F.xxhash64(*hash_columns(main, main.columns))
+    hashed = F.hash(*hash_columns(main, key_columns)) if key_columns else content
     # xxhash64 is a long and element_at takes an int index: non-keyed plans failed to resolve
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
@@ -340,7 +340,7 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     return df.select(
         F.lit(1).cast("byte").alias("_side"),
         _millis(df, event_time).alias("_ts"),
-        F.xxhash64(*hashable(df, df.columns)).alias("_seq"),
+        F.xxhash64(*hash_columns(df, df.columns)).alias("_seq"),
         F.lit(None).cast("binary").alias("_blob"),
         order.alias("_order"),
         *[c.alias(f"b_{i}") for i, c in enumerate(columns)],
