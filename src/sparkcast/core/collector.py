@@ -57,8 +57,10 @@ class OutputCollector:
         del self.records[mark:]
 
     def invoke(self, callback: str, method: Callable[..., Any], arg: Any, ctx: Any,
-               timestamp: int | None, key: Any) -> None:
-        """Call a user callback; route its outputs, dead-letter what it raises."""
+               timestamp: int | None, key: Any,
+               key_of: Callable[[BaseException], Any] | None = None) -> None:
+        """Call a user callback; route its outputs, dead-letter what it raises. ``key_of`` names
+        the key a keyless callback failed on, when it can tell (``apply_to_keyed_state``)."""
         mark = len(self.records)
         try:
             result = method(arg, ctx)
@@ -66,6 +68,8 @@ class OutputCollector:
                 self.route(result, timestamp, callback)
         except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
             del self.records[mark:]
+            if key is None and key_of is not None:
+                key = key_of(exc)
             self.dead_letter(callback, exc, arg, key, timestamp)
 
     def route(self, result: Any, timestamp: int | None, callback: str) -> None:

@@ -20,6 +20,7 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
 from sparkcast.spark.checks import query_blob_store
+from sparkcast.spark.compatibility import check_checkpoint
 from sparkcast.spark.layout import (
     DEAD_LETTER_SCHEMA,
     MAIN,
@@ -37,10 +38,13 @@ if TYPE_CHECKING:
 
 def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
                     trigger: dict[str, Any] | None, query_name: str | None) -> Any:
+    check_checkpoint(result.plan, checkpoint_location)  # refuses before anything is written
     plan = result.plan
     plan.blob_store = query_blob_store(plan, checkpoint_location)
     result.reset()
+    earlier = (read_manifest(path) or {}).get("side_outputs", {})
     write_manifest(path, plan.output_schema.simpleString(), {
+        **earlier,  # a side output dropped on a restart keeps its schema for read_output
         HOLD_OVERFLOW.tag_id: None,
         **{tag: (None if schema is None else schema.simpleString())
            for tag, schema in plan.side_schemas.items()}})
