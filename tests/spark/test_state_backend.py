@@ -14,6 +14,7 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.core import SubtaskEngine, codec
+from sparkcast.core.records import OutputRecord
 from sparkcast.spark import state as spark_state
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from tests.fake_spark_state import FakeHandle
@@ -58,7 +59,7 @@ def batch(engine: SubtaskEngine, handle: FakeHandle, values: list[str], now: int
     engine.bind(SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused"))
     engine.run_micro_batch([], values, None, values, processing_time=now)
     engine.flush()
-    return [value for _, value, _, _ in engine.take_outputs()]
+    return [OutputRecord._make(r).value for r in engine.take_outputs()]
 
 
 def test_state_survives_a_new_engine_and_buckets_bound_the_state_calls():
@@ -67,9 +68,9 @@ def test_state_survives_a_new_engine_and_buckets_bound_the_state_calls():
     keys = [f"user-{i}" for i in range(200)]
     assert len(batch(first, handle, keys + keys, now=1_000)) == 400
     keyed = handle.states["keyed"]  # one variable for every keyed state (layout version 2)
-    assert {name for name, _ in keyed.data} == {"count"}
-    assert len(keyed.data) <= 8  # 200 keys in 8 buckets
-    assert keyed.calls <= 16  # one read and one write per touched bucket
+    assert {name for name, _ in keyed.data} == {"count", "seen"}
+    assert len([name for name, _ in keyed.data if name == "count"]) <= 8  # 200 keys, 8 buckets
+    assert keyed.calls <= 32  # per descriptor, one read and one write per touched bucket
     second = engine_over(handle, Counter(ValueStateDescriptor("count", int)), pipeline="q")
     assert batch(second, handle, ["user-7"], now=2_000, pipeline="q") == [("user-7", 3, 0)]
 
@@ -106,7 +107,7 @@ def test_a_list_mutated_in_place_is_written_back():
         engine.open()
         engine.run_micro_batch([], values, None, ["k"] * len(values))
         engine.flush()
-        return [value for _, value, _, _ in engine.take_outputs()]
+        return [OutputRecord._make(r).value for r in engine.take_outputs()]
 
     assert run(["a"], "p1") == [(["a"], 1)]
     assert run(["b", "c"], "p2") == [(["a", "b"], 2), (["a", "b", "c"], 3)]
@@ -136,6 +137,6 @@ def test_expired_keys_never_touched_again_are_swept_from_spark_state():
     assert sum(len(v[0]) for v in count_state.data.values()) > 0
     for second in range(20, 40):  # TTL 10 s has passed; each batch touches one other key
         batch(engine, handle, ["live"], now=second * 1_000)
-    remaining = [key for blob in count_state.data.values()
+    remaining = [key for (name, _), blob in count_state.data.items() if name == "count"
                  for key, _ in codec.decode(bytes(blob[0]))]
     assert remaining == ["live"]

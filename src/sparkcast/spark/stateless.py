@@ -24,7 +24,8 @@ import pyarrow as pa
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
 from sparkcast.core.records import BroadcastElement
-from sparkcast.spark.rows import OutputEncoder, main_input
+from sparkcast.spark.rows import OutputEncoder
+from sparkcast.spark.values import converters, main_values
 
 if TYPE_CHECKING:
     from sparkcast.spark.plan import RuntimePlan
@@ -77,8 +78,10 @@ class StatelessRunner:
             engine = _ENGINES[(plan.pipeline_id, subtask)] = static_engine(plan, subtask)
             engine.take_outputs()
         encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
+        found = converters(plan.main_types, plan.time_zone)
         for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
-            values, timestamps = main_input(table, 1, plan.main_fields, engine.vectorized)
+            values, timestamps = main_values(table, 1, plan.main_fields, engine.vectorized,
+                                             found)
             engine.run_micro_batch([], values, timestamps,
                                    processing_time=int(time.time() * 1000))
             for out in encoder.encode_tables(engine.take_outputs(), subtask):

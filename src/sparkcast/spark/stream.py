@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -20,7 +20,8 @@ from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFu
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.engine import check_broadcast
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import ProcessSpec, build_keyed_plan, build_plan
+from sparkcast.spark.checks import check_workers, prepare
+from sparkcast.spark.plan import ProcessSpec, RuntimePlan, build_keyed_plan, build_plan
 from sparkcast.spark.result import ProcessResult
 
 
@@ -79,7 +80,7 @@ class KeyedStream(Stream):
                                 "function needs .connect(broadcast_stream) first")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
                            on_error, job_parameters, state_buckets)
-        return ProcessResult(build_keyed_plan(self.df, self.key_columns, None, spec))
+        return _prepared(self.df, lambda: build_keyed_plan(self.df, self.key_columns, None, spec))
 
 
 class ConnectedKeyedStreams:
@@ -100,8 +101,8 @@ class ConnectedKeyedStreams:
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
                            on_error, job_parameters, state_buckets)
         second = (self.second.df, self.second.key_columns)
-        return ProcessResult(build_keyed_plan(self.first.df, self.first.key_columns, second,
-                                              spec))
+        return _prepared(self.first.df, lambda: build_keyed_plan(
+            self.first.df, self.first.key_columns, second, spec))
 
 
 def _keyed_spec(function: Any, output_schema: str, parallelism: int | None,
@@ -179,4 +180,14 @@ class BroadcastConnectedStream:
             blob_store=blob_store,
         )
         key_columns = self.main.key_columns if isinstance(self.main, KeyedStream) else ()
-        return ProcessResult(build_plan(self.main.df, key_columns, self.broadcast_stream, spec))
+        return _prepared(self.main.df, lambda: build_plan(
+            self.main.df, key_columns, self.broadcast_stream, spec))
+
+
+def _prepared(main: DataFrame, build: Callable[[], RuntimePlan]) -> ProcessResult:
+    """The result of a plan built after the workers' Python is checked (the plan captures it)
+    and prepared for its session (state store, shuffle partitions, default blob store)."""
+    check_workers(main.sparkSession)
+    plan = build()
+    prepare(plan)
+    return ProcessResult(plan)
