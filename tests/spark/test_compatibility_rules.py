@@ -3,17 +3,29 @@ what the error says, and what is recorded after a compatible one."""
 
 from __future__ import annotations
 
+import enum
 import json
+from dataclasses import dataclass
 
 import pytest
 
+from sparkcast import MapStateDescriptor, ValueStateDescriptor
 from sparkcast.errors import IncompatibleCheckpointError
-from sparkcast.spark.compatibility import differences, guard_subtask, merged, refuse
+from sparkcast.spark.compatibility import (
+    descriptor_record,
+    differences,
+    guard_subtask,
+    merged,
+    refuse,
+)
 
+SEEN = {"kind": "value", "value": {"kind": "scalar", "name": "int"}, "ttl": False}
 OLD = {"layout_version": 1, "path": "operator", "function": "app.Fraud", "keyed": True,
        "key_columns": ["user string"], "parallelism": 4, "subtask_groups": [0, 1, 2, 3],
-       "state_buckets": 64, "broadcast_state": {"rules": "map<str, dict>"},
-       "keyed_state": {"seen": "value<int>"}, "time_mode": "None", "event_time": None,
+       "state_buckets": 64,
+       "broadcast_state": {"rules": {"kind": "map", "key": {"kind": "scalar", "name": "str"},
+                                     "value": {"kind": "map"}, "ttl": False}},
+       "keyed_state": {"seen": SEEN}, "time_mode": "None", "event_time": None,
        "output_schema": "struct<user:string,n:bigint>",
        "side_outputs": {"review": "struct<user:string>"}}
 
@@ -29,7 +41,7 @@ def test_an_identical_layout_and_a_new_side_output_are_compatible():
 
 def test_each_incompatible_change_is_named_with_both_values_and_the_fix():
     new = {**OLD, "parallelism": 8, "state_buckets": 8,
-           "keyed_state": {"seen": "value<int> with TTL"},
+           "keyed_state": {"seen": {**SEEN, "ttl": True}},
            "side_outputs": {"review": "struct<user:bigint>"}}
     lines = differences(OLD, new)
     assert [line.split(":")[0] for line in lines] == ["parallelism", "state_buckets",
@@ -37,6 +49,8 @@ def test_each_incompatible_change_is_named_with_both_values_and_the_fix():
     assert lines[0] == ("parallelism: the checkpoint has 4, this pipeline 8 (keys are assigned "
                         "to subtasks by hash mod parallelism: start a new checkpoint, or keep "
                         "parallelism=4)")
+    assert lines[2].startswith('keyed_state: the checkpoint has {"seen": "value<int>"}, this '
+                               'pipeline {"seen": "value<int> with TTL"}')
     error = refuse(lines, "checkpoint ckpt/")
     assert isinstance(error, IncompatibleCheckpointError) and isinstance(error, ValueError)
     assert "nothing was run" in str(error) and "docs/operations.md" in str(error)
@@ -65,3 +79,56 @@ def test_the_worker_guard_records_then_refuses():
         guard_subtask(backend, "p2", 0, changed)
     assert "the state of subtask 0" in str(refused.value)
     assert json.loads(backend.blobs["layout"]) == OLD  # nothing recorded
+
+
+class Action(str, enum.Enum):  # noqa: UP042 - the form ported code uses
+    ALLOW = "allow"
+    BLOCK = "block"
+
+
+@dataclass
+class Rule:
+    limit: float
+    action: Action
+
+
+def _rule_type(*fields):
+    """A class named Rule with ``fields`` ``(name, type[, default])``: one rule class per run."""
+    namespace = {"__annotations__": {f[0]: f[1] for f in fields}}
+    namespace.update({f[0]: f[2] for f in fields if len(f) == 3})
+    return dataclass(type("Rule", (), namespace))
+
+
+def _with_rules(value_type) -> dict:
+    layout = dict(OLD)
+    layout["broadcast_state"] = {
+        "rules": descriptor_record(MapStateDescriptor("rules", str, value_type))}
+    layout["keyed_state"] = {"last": descriptor_record(ValueStateDescriptor("last", value_type))}
+    return layout
+
+
+def test_a_declared_type_may_evolve_as_old_state_reads_and_nothing_else():
+    old = _with_rules(Rule)
+    assert differences(old, _with_rules(_rule_type(("limit", float), ("action", Action),
+                                                   ("note", str, "")))) == []  # added, default
+    assert differences(old, _with_rules(_rule_type(("limit", float)))) == []  # removed
+    no_default = differences(old, _with_rules(_rule_type(("limit", float), ("action", Action),
+                                                        ("note", str))))
+    assert no_default == [
+        f"{item}: descriptor {name!r}: the value: new field Rule.note has no default; give it "
+        "one so old state can be read (state written under the old type must read as the new "
+        "one: a type may gain fields that have defaults, lose fields and gain enum members; "
+        "give the new field a default, keep the old type, or start a new checkpoint)"
+        for item, name in (("broadcast_state", "rules"), ("keyed_state", "last"))]
+    retyped = differences(old, _with_rules(_rule_type(("limit", str), ("action", Action))))
+    assert [line.split(" (")[0] for line in retyped] == [
+        "broadcast_state: descriptor 'rules': Rule.limit: float became str",
+        "keyed_state: descriptor 'last': Rule.limit: float became str"]
+    renamed = differences(old, _with_rules(Action))
+    assert "the value: Rule became Action" in renamed[0]
+    # a descriptor added or removed is named as before, its types shown as labels
+    more = {**old, "keyed_state": {**old["keyed_state"],
+                                   "n": descriptor_record(ValueStateDescriptor("n", int))}}
+    (line,) = differences(old, more)
+    assert line.startswith('keyed_state: the checkpoint has {"last": "value<Rule>"}, this '
+                           'pipeline {"last": "value<Rule>", "n": "value<int>"}')

@@ -185,5 +185,19 @@ def _container_change(old: TypeRecord, new: TypeRecord, here: str) -> str | None
     return None
 
 
+def record_label(record: TypeRecord) -> str:
+    """A type record as messages name it: ``Rule``, ``list[Item]``, ``map[str, any]``."""
+    kind = record.get("kind")
+    if "name" in record:
+        return str(record["name"])
+    if kind == "map" and "key" in record:
+        return f"map[{record_label(record['key'])}, {record_label(record['value'])}]"
+    if "item" in record:
+        return f"{kind}[{record_label(record['item'])}]"
+    if "items" in record:
+        return f"{kind}[{', '.join(record_label(r) for r in record['items'])}]"
+    return str(kind)
+
+
 def _name(record: TypeRecord) -> str:
     return str(record.get("name", record.get("kind")))

@@ -19,7 +19,10 @@ Two guards use the same comparison:
   change) has nothing to compare, so only the driver check is a guarantee (docs/operations.md).
 
 Safe changes pass: the function's code (same class), a new side output, options that state does
-not depend on (``on_error``, ``time_alignment``, ``hold_until_ready``, trigger, log levels).
+not depend on (``on_error``, ``time_alignment``, ``hold_until_ready``, trigger, log levels), and
+a state descriptor's declared type evolving in a way old state still reads as: the record keeps
+``describe_type`` records and asks ``compatible_change`` (``api/typeinfo.py``, the same rule the
+state layer applies when it decodes), so a dataclass may gain a field with a default or lose one.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import os
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from sparkcast.api.typeinfo import compatible_change, describe_type, record_label
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark.state import LAYOUT_VERSION
 
@@ -58,10 +62,10 @@ _ADVICE = {
                       "spark.sql.shuffle.partitions, or start a new checkpoint",
     "state_buckets": "stored state is split into state_buckets buckets: start a new checkpoint, "
                      "or keep state_buckets={old}",
-    "broadcast_state": "broadcast state is stored per descriptor name and types: start a new "
-                       "checkpoint, or keep the descriptors {old}",
-    "keyed_state": "keyed state is stored per descriptor name, kind, type and TTL (TTL changes "
-                   "how values are stored): start a new checkpoint, or keep {old}",
+    "broadcast_state": "broadcast state is stored per descriptor name: start a new checkpoint, "
+                       "or keep the descriptors {old}",
+    "keyed_state": "keyed state is stored per descriptor name, kind and TTL (TTL changes how "
+                   "values are stored): start a new checkpoint, or keep {old}",
     "time_mode": "Spark keeps the time mode of a checkpoint's timers: start a new checkpoint, or "
                  "keep {old}",
     "event_time": "timers and timestamps in state follow the event-time column: start a new "
@@ -87,9 +91,8 @@ def layout_of(plan: RuntimePlan) -> dict[str, Any]:
         "parallelism": plan.parallelism,
         "subtask_groups": sorted(plan.subtask_of_group, key=plan.subtask_of_group.__getitem__),
         "state_buckets": plan.state_buckets,
-        "broadcast_state": {d.name: f"map<{_type(d.key_type_info)}, {_type(d.value_type_info)}>"
-                            for d in plan.broadcast_descriptors},
-        "keyed_state": {d.name: _keyed(d) for d in plan.keyed_descriptors},
+        "broadcast_state": {d.name: descriptor_record(d) for d in plan.broadcast_descriptors},
+        "keyed_state": {d.name: descriptor_record(d) for d in plan.keyed_descriptors},
         "time_mode": plan.time_mode,
         "event_time": plan.event_time,
         "output_schema": plan.output_schema.simpleString(),
@@ -108,10 +111,34 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         before, after = old.get(item), new.get(item)
         if item == "side_outputs":
             before, after = _changed_tags(before or {}, after or {})
+        if item in ("broadcast_state", "keyed_state"):
+            evolved = _type_changes(item, before, after)
+            if evolved is not None:
+                lines.extend(evolved)
+                continue
+            before, after = _shown_state(before), _shown_state(after)
         if before != after:
             shown = json.dumps(before)
             lines.append(f"{item}: the checkpoint has {shown}, this pipeline {json.dumps(after)}"
                          f" ({advice.format(old=shown)})")
+    return lines
+
+
+def _type_changes(item: str, old: Any, new: Any) -> list[str] | None:
+    """The refused type changes of descriptors that kept their name, kind and TTL; None when
+    the descriptors themselves changed (named by the caller, with the advice for that)."""
+    if not isinstance(old, dict) or not isinstance(new, dict) or set(old) != set(new):
+        return None
+    if any(_shape(old[n]) != _shape(new[n]) for n in new):
+        return None
+    lines = []
+    for name in sorted(new):
+        for part in ("key", "value"):
+            if part not in new[name]:
+                continue
+            reason = compatible_change(old[name][part], new[name][part], f"the {part}")
+            if reason:
+                lines.append(f"{item}: descriptor {name!r}: {reason} ({_EVOLUTION})")
     return lines
 
 
@@ -200,22 +227,40 @@ def layout_json(plan: RuntimePlan) -> str:
     return json.dumps(layout_of(plan), sort_keys=True)
 
 
-def _type(declared: Any) -> str:
-    if declared is None:
-        return "any"
-    if isinstance(declared, type):
-        return declared.__qualname__ if declared.__module__ == "builtins" else (
-            f"{declared.__module__}.{declared.__qualname__}")
-    return repr(declared)
+_EVOLUTION = ("state written under the old type must read as the new one: a type may gain "
+              "fields that have defaults, lose fields and gain enum members; give the new field "
+              "a default, keep the old type, or start a new checkpoint")
 
 
-def _keyed(descriptor: Any) -> str:
+def descriptor_record(descriptor: Any) -> dict[str, Any]:
+    """A descriptor as the record keeps it: kind, TTL and ``describe_type`` records."""
     if descriptor.kind == "map":
-        types = f"{_type(descriptor.key_type_info)}, {_type(descriptor.value_type_info)}"
+        types = {"key": describe_type(descriptor.key_type_info),
+                 "value": describe_type(descriptor.value_type_info)}
     else:
-        types = _type(descriptor.type_info)
-    ttl = " with TTL" if descriptor.ttl_config is not None else ""
-    return f"{descriptor.kind}<{types}>{ttl}"
+        types = {"value": describe_type(descriptor.type_info)}
+    return {"kind": descriptor.kind, **types, "ttl": descriptor.ttl_config is not None}
+
+
+def _shape(entry: Any) -> Any:
+    """What of a descriptor no type evolution may change."""
+    if not isinstance(entry, dict):
+        return entry
+    return entry.get("kind"), entry.get("ttl"), "key" in entry
+
+
+def _shown_state(descriptors: Any) -> Any:
+    """Descriptors as messages show them: ``{"rules": "map<str, Rule>"}``."""
+    if not isinstance(descriptors, dict):
+        return descriptors
+    return {name: _label(entry) for name, entry in descriptors.items()}
+
+
+def _label(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry  # a record from before types were records
+    types = ", ".join(record_label(entry[p]) for p in ("key", "value") if p in entry)
+    return f"{entry['kind']}<{types}>" + (" with TTL" if entry.get("ttl") else "")
 
 
 def _changed_tags(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict, dict]:
