@@ -82,4 +82,6 @@ def test_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
     namespace = _NAMESPACES.setdefault(block.page, {"__name__": f"doc_{block.page.stem}"})
     if "spark" in block.code and "spark" not in namespace:
         namespace["spark"] = request.getfixturevalue("spark")
-    exec(compile(block.code, block.id, "exec"), namespace)  # noqa: S102 - our own docs
+    # dont_inherit: a block runs as a user's script does, without this module's
+    # ``from __future__ import annotations`` (under which a dataclass in a block cannot resolve)
+    exec(compile(block.code, block.id, "exec", dont_inherit=True), namespace)  # noqa: S102
