@@ -1,8 +1,9 @@
 """The ported examples on Spark against the harness: KeyedProcessFunction (inactivity alert,
 event- and processing-time timers), KeyedCoProcessFunction (enrichment from a keyed reference
 stream, typed keyed state), the colour/shape function with typed values and a lazily created
-MapState, a co-function's dead letters; file streams, one query, then a restart from its
-checkpoint with more files. And the multi-model chain (two broadcast steps in one query)."""
+MapState, the dead letters of a bad rule and a bad item, a co-function's dead letters; file
+streams, one query, then a restart from its checkpoint with more files. And the multi-model
+chain (two broadcast steps in one query)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,9 @@ SHAPES = Case(
     "name string, first string, second string, ts long", shapes_typed.OUTPUT_SCHEMA,
     [([{"id": 1, "color": "red", "shape": "square", "ts": 10}],
       [{"name": "sq-tri", "first": "square", "second": "triangle", "ts": 1}]),
-     ([{"id": 2, "color": "blue", "shape": "square", "ts": 20}], []),
+     ([{"id": 2, "color": "blue", "shape": "square", "ts": 20},
+       {"id": 5, "color": "red", "shape": "blob", "ts": 25}],        # a dead letter
+      [{"name": "bad", "first": "hexagon", "second": "square", "ts": 21}]),  # one, not P
      ([{"id": 3, "color": "red", "shape": "triangle", "ts": 30}], []),
      ([{"id": 4, "color": "blue", "shape": "triangle", "ts": 40}],
       [{"name": "tri-sq", "first": "triangle", "second": "square", "ts": 41}])])
