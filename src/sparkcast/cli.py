@@ -7,6 +7,8 @@
     sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
                   [--master URL] [--archive ENV.tar.gz] [--conf KEY=VALUE ...]
     sparkcast list                         the applications
+    sparkcast state show CHECKPOINT [--key K]          a job's state (state_cli.py)
+    sparkcast state rescale CHECKPOINT NEW --parallelism P [--state-buckets B]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from sparkcast import state_cli
 from sparkcast.apps import APP_NAMES, FLAGSHIP, get_app
 
 EPILOG = "applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP})"
@@ -88,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("list", help="list the applications",
                         description="List the applications and what they do.")
+    state_cli.add_commands(commands)
     return parser
 
 
@@ -108,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "generate":
         return _generate(args)
+    if args.command == "state":
+        return state_cli.run(args)
     from sparkcast.apps.runner import RunSettings
 
     settings = RunSettings(parallelism=args.parallelism,

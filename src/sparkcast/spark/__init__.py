@@ -9,9 +9,11 @@ from sparkcast.spark.dependency import require_pyspark
 
 require_pyspark()
 
+from sparkcast.spark.rescale import rescale  # noqa: E402
 from sparkcast.spark.result import DEAD_LETTER_SCHEMA, ProcessResult  # noqa: E402
 from sparkcast.spark.session import session  # noqa: E402
 from sparkcast.spark.sink import read_output  # noqa: E402
+from sparkcast.spark.state_reader import read_state, state_value  # noqa: E402
 from sparkcast.spark.stream import (  # noqa: E402
     BroadcastConnectedStream,
     BroadcastStream,
@@ -27,5 +29,8 @@ __all__ = [
     "ProcessResult",
     "Stream",
     "read_output",
+    "read_state",
+    "rescale",
     "session",
+    "state_value",
 ]

@@ -99,6 +99,9 @@ class RuntimePlan:
     second_key_positions: tuple[int, ...] = ()
     stateless: bool = False  # the shuffle-free path (stateless.py)
     time_zone: str = "UTC"  # the session's: pandas hands broadcast timestamps over naive in it
+    # initial state per subtask (bootstrap.py); driver-side: it reaches the operator as
+    # transformWithState's initialState, not with the plan
+    initial_seeds: dict[int, bytes] = field(default_factory=dict)
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
@@ -113,6 +116,7 @@ class RuntimePlan:
         shipped.tagged_input = None
         shipped.corrupt_input = None
         shipped.spark = None
+        shipped.initial_seeds = {}
         return shipped
 
 

@@ -25,6 +25,7 @@ from sparkcast.api.timers import MIN_WATERMARK, TimeDomain
 from sparkcast.core.engine import SubtaskEngine, fresh_function
 from sparkcast.core.keyed_process import CoElement
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, OutputRecord
+from sparkcast.core.seed import Seed, apply_seed
 from sparkcast.spark.compatibility import guard_subtask, layout_json
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
@@ -60,6 +61,16 @@ class BroadcastProcessor(StatefulProcessor):
         frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         yield from self._run(int(key[0]), frame, timerValues)
 
+    def handleInitialState(self, key: Any, initialState: pd.DataFrame, timerValues: Any
+                           ) -> None:
+        """The first micro-batch of a new checkpoint: write this subtask's prepared state
+        (bootstrap.py, rescale.py) before its first element."""
+        engine = self._engine(self.plan.subtask_of_group[int(key[0])], static=False)
+        for blob in initialState.iloc[:, -1].tolist():
+            apply_seed(engine, Seed.from_bytes(bytes(blob)))
+        engine.flush()
+        self._sync_spark_timer(engine)
+
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any
                            ) -> Iterator[pd.DataFrame]:
         yield from self._run(int(key[0]), None, timerValues)
@@ -87,7 +98,7 @@ class BroadcastProcessor(StatefulProcessor):
             outputs = broadcast_letters_once(outputs)
         yield from self.encoder.encode(outputs, subtask)
 
-    def _engine(self, subtask: int) -> SubtaskEngine:
+    def _engine(self, subtask: int, static: bool = True) -> SubtaskEngine:
         plan = self.plan
         backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets,
                                     plan.blob_store)
@@ -102,7 +113,8 @@ class BroadcastProcessor(StatefulProcessor):
         else:
             engine.take_outputs()
         engine.bind(backend)
-        self.applied_static = bool(plan.static_broadcast) and engine.broadcast_version == ""
+        self.applied_static = (static and bool(plan.static_broadcast)
+                               and engine.broadcast_version == "")
         if self.applied_static:
             apply_static_broadcast(engine, plan)
         return engine

@@ -136,9 +136,15 @@ def _operator(plan: RuntimePlan) -> DataFrame:
     if plan.stateless:
         tagged = stateless_operator(plan, output)
     else:
+        initial = None
+        if plan.initial_seeds:
+            from sparkcast.spark.bootstrap import initial_state_frame
+
+            initial = initial_state_frame(plan)
         tagged = plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
             statefulProcessor=BroadcastProcessor(plan.for_workers(), broadcast_types),
-            outputStructType=output, outputMode="Append", timeMode=plan.time_mode)
+            outputStructType=output, outputMode="Append", timeMode=plan.time_mode,
+            initialState=initial)
     if plan.corrupt_input is not None:
         from sparkcast.spark.corrupt import corrupt_letters
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -20,9 +20,13 @@ from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFu
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.engine import check_broadcast
 from sparkcast.errors import PipelineError
+from sparkcast.spark.bootstrap import attach_initial_state
 from sparkcast.spark.checks import check_workers, prepare
 from sparkcast.spark.plan import ProcessSpec, RuntimePlan, build_keyed_plan, build_plan
 from sparkcast.spark.result import ProcessResult
+
+# {descriptor or name: batch DataFrame}, or a checkpoint prepared by rescale (docs/state.md)
+InitialState = Mapping[Any, DataFrame] | str
 
 
 class Stream:
@@ -71,8 +75,8 @@ class KeyedStream(Stream):
     def process(self, function: KeyedProcessFunction, output_schema: str, *,
                 parallelism: int | None = None, event_time: str | None = None,
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
-                job_parameters: dict[str, Any] | None = None, state_buckets: int = 64
-                ) -> ProcessResult:
+                job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
+                initial_state: InitialState | None = None) -> ProcessResult:
         """Run a ``KeyedProcessFunction`` over this keyed stream (options as for the broadcast
         ``process``)."""
         if not isinstance(function, KeyedProcessFunction):
@@ -80,7 +84,8 @@ class KeyedStream(Stream):
                                 "function needs .connect(broadcast_stream) first")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
                            on_error, job_parameters, state_buckets)
-        return _prepared(self.df, lambda: build_keyed_plan(self.df, self.key_columns, None, spec))
+        return _prepared(self.df, lambda: build_keyed_plan(self.df, self.key_columns, None, spec),
+                         initial_state)
 
 
 class ConnectedKeyedStreams:
@@ -94,15 +99,15 @@ class ConnectedKeyedStreams:
     def process(self, function: KeyedCoProcessFunction, output_schema: str, *,
                 parallelism: int | None = None, event_time: str | None = None,
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
-                job_parameters: dict[str, Any] | None = None, state_buckets: int = 64
-                ) -> ProcessResult:
+                job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
+                initial_state: InitialState | None = None) -> ProcessResult:
         if not isinstance(function, KeyedCoProcessFunction):
             raise PipelineError("two connected keyed streams take a KeyedCoProcessFunction")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
                            on_error, job_parameters, state_buckets)
         second = (self.second.df, self.second.key_columns)
         return _prepared(self.first.df, lambda: build_keyed_plan(
-            self.first.df, self.first.key_columns, second, spec))
+            self.first.df, self.first.key_columns, second, spec), initial_state)
 
 
 def _keyed_spec(function: Any, output_schema: str, parallelism: int | None,
@@ -151,6 +156,7 @@ class BroadcastConnectedStream:
         job_parameters: dict[str, Any] | None = None,
         state_buckets: int = 64,
         blob_store: str | None = None,
+        initial_state: InitialState | None = None,
     ) -> ProcessResult:
         """Run ``function`` over both streams; see docs/api.md for every option.
 
@@ -158,7 +164,9 @@ class BroadcastConnectedStream:
         session's shuffle partitions). ``event_time`` names a timestamp or epoch-ms column of
         both inputs: element timestamps, watermark-driven timers, ``time_alignment="event"``.
         ``blob_store`` is where broadcast values of 1 MiB or more are stored once (default: the
-        checkpoint with ``write_stream``; on a cluster, a path every executor can read)."""
+        checkpoint with ``write_stream``; on a cluster, a path every executor can read).
+        ``initial_state``: ``{descriptor: batch DataFrame}`` the job starts from, or a checkpoint
+        prepared by ``rescale`` (docs/state.md)."""
         keyed = isinstance(self.main, KeyedStream)
         if keyed != isinstance(function, KeyedBroadcastProcessFunction):
             raise PipelineError(
@@ -181,13 +189,16 @@ class BroadcastConnectedStream:
         )
         key_columns = self.main.key_columns if isinstance(self.main, KeyedStream) else ()
         return _prepared(self.main.df, lambda: build_plan(
-            self.main.df, key_columns, self.broadcast_stream, spec))
+            self.main.df, key_columns, self.broadcast_stream, spec), initial_state)
 
 
-def _prepared(main: DataFrame, build: Callable[[], RuntimePlan]) -> ProcessResult:
+def _prepared(main: DataFrame, build: Callable[[], RuntimePlan],
+              initial_state: InitialState | None = None) -> ProcessResult:
     """The result of a plan built after the workers' Python is checked (the plan captures it)
     and prepared for its session (state store, shuffle partitions, default blob store)."""
     check_workers(main.sparkSession)
     plan = build()
     prepare(plan)
+    if initial_state:
+        attach_initial_state(plan, initial_state)
     return ProcessResult(plan)

@@ -31,6 +31,7 @@ from sparkcast.core.keyed_process import CoElement, KeyedAdapter
 from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
+from sparkcast.core.seed import apply_seed, initial_seed
 from sparkcast.errors import PipelineError
 
 
@@ -58,10 +59,13 @@ class BroadcastHarness:
         state_backend: Callable[[], StateBackend] | None = None,
         output_schema: str | None = None,
         side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
     ) -> None:
         """``state_backend``: a factory of backends over one store, for testing a backend; the
         harness binds a fresh one after every call, as Spark binds one per micro-batch, so only
-        what was flushed survives (default: one in-memory ``DictBackend``)."""
+        what was flushed survives (default: one in-memory ``DictBackend``).
+        ``initial_state``: ``{descriptor or name: [(key, value), ...]}`` written at ``open``, as
+        ``process(initial_state=...)`` does on Spark (broadcast entries; keyed (key, value))."""
         options = ProcessOptions(
             hold_until_ready=ready_conditions(hold_until_ready, broadcast_descriptors),
             hold_capacity=hold_capacity,
@@ -78,6 +82,7 @@ class BroadcastHarness:
         self._records: list[OutputRecord] = []
         self._opened = False
         self._checker = _checker(output_schema, side_outputs)
+        self._initial_state = dict(initial_state or {})
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         if isinstance(function, KeyedBroadcastProcessFunction):
@@ -86,7 +91,11 @@ class BroadcastHarness:
     # ------------------------------------------------------------------------------ lifecycle
 
     def open(self) -> None:
-        self.engine.open()
+        engine = self.engine
+        engine.open()
+        if self._initial_state:
+            apply_seed(engine, initial_seed(engine.broadcast.descriptors.values(),
+                                            engine.keyed_descriptors(), self._initial_state))
         self._opened = True
         self._collect()
 

@@ -1,0 +1,93 @@
+"""``sparkcast state``: inspect and rescale a job's state from its checkpoint (docs/state.md).
+
+::
+
+    sparkcast state show CHECKPOINT [--key K] [--batch-id N]
+    sparkcast state rescale CHECKPOINT NEW_CHECKPOINT --parallelism P [--state-buckets B]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from sparkcast.core import codec
+from sparkcast.core.seed import Seed
+
+
+def add_commands(commands: Any) -> None:
+    """The ``state`` command and its subcommands, under the main parser's ``commands``."""
+    state = commands.add_parser(
+        "state", help="inspect or rescale a job's state (its checkpoint)",
+        description="Read the state a sparkcast query keeps in its checkpoint: broadcast state "
+                    "per subtask, keyed state, held elements and timers; or write it, "
+                    "redistributed, as a new checkpoint at another parallelism.")
+    actions = state.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser("show", help="a summary per subtask")
+    show.add_argument("checkpoint")
+    show.add_argument("--key", help="only this key's state (JSON, or text)")
+    show.add_argument("--batch-id", type=int, help="as of this batch (default: the last)")
+    rescale = actions.add_parser("rescale", help="write the state at a new parallelism")
+    rescale.add_argument("checkpoint")
+    rescale.add_argument("new_checkpoint")
+    rescale.add_argument("--parallelism", type=int, required=True)
+    rescale.add_argument("--state-buckets", type=int)
+
+
+def run(args: argparse.Namespace) -> int:
+    from sparkcast.spark import session
+
+    spark = session("local[2]", "sparkcast-state")
+    if args.action == "rescale":
+        from sparkcast.spark.rescale import rescale
+
+        summary = rescale(spark, args.checkpoint, args.new_checkpoint, args.parallelism,
+                          args.state_buckets)
+        print(json.dumps(summary, indent=1, default=str))
+        print(f"start the job with process(..., parallelism={args.parallelism}, "
+              f"initial_state={args.new_checkpoint!r}) over the input after these offsets")
+        return 0
+    from sparkcast.spark.state_reader import read_subtasks
+
+    _, seeds = read_subtasks(spark, args.checkpoint, args.batch_id)
+    key = None if args.key is None else _parse_key(args.key)
+    print("\n".join(summary_lines(seeds, key)))
+    return 0
+
+
+def _parse_key(text: str) -> Any:
+    try:
+        return codec.hashable(json.loads(text))
+    except ValueError:
+        return text
+
+
+def summary_lines(seeds: dict[int, Seed], key: Any = None) -> list[str]:
+    """Per subtask: broadcast version and entries; keyed keys and bytes per state; held
+    elements; timers (with ``key``: that key's values, timers and held elements only)."""
+    lines = []
+    for subtask, seed in sorted(seeds.items()):
+        lines.append(f"subtask {subtask}: broadcast version {seed.broadcast_version or '-'}")
+        for name, entries in sorted(seed.broadcast.items()):
+            lines.append(f"  broadcast {name}: {len(entries)} entries "
+                         f"{_short([k for k, _ in entries])}")
+        for name, records in sorted(seed.keyed.items()):
+            if key is None:
+                size = sum(len(codec.encode(r)) for _, r in records)
+                lines.append(f"  keyed {name}: {len(records)} keys, {size} bytes")
+            else:
+                lines.extend(f"  keyed {name}[{k!r}] = {r!r}" for k, r in records if k == key)
+        for domain, timers in sorted(seed.timers.items()):
+            mine = [t for t in timers if key is None or codec.hashable(t[1]) == key]
+            nxt = f", next at {min(t[0] for t in mine)}" if mine else ""
+            lines.append(f"  timers {domain}: {len(mine)}{nxt}")
+        held = [h for h in seed.held if key is None or (len(h) > 2 and
+                                                        codec.hashable(h[2]) == key)]
+        lines.append(f"  held elements: {len(held)}")
+    return lines
+
+
+def _short(items: list[Any], shown: int = 5) -> str:
+    more = f", ... ({len(items) - shown} more)" if len(items) > shown else ""
+    return "[" + ", ".join(repr(i) for i in items[:shown]) + more + "]"
