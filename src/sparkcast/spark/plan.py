@@ -7,6 +7,8 @@ Both inputs become one tagged DataFrame (DESIGN.md §4)::
 
 grouped by ``_subtask`` into one ``transformWithStateInPandas`` operator, unless the function
 needs no state (non-keyed, static broadcast side): then ``stateless.py``'s one ``mapInArrow``.
+A non-keyed function over a streamed broadcast side also gets ``streamed.py``'s input, which
+``write_stream`` runs (``RuntimePlan.path`` says which).
 ``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
 distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
 content hash that orders rows with equal timestamps the same way in every run.
@@ -45,6 +47,7 @@ from sparkcast.spark.corrupt import split_broadcast_corrupt, split_corrupt, unio
 from sparkcast.spark.layout import check_reserved
 from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
 from sparkcast.spark.stateless import needs_no_state
+from sparkcast.spark.streamed import streamed_input, takes_streamed_path
 
 MAX_STATIC_BROADCAST_ROWS = 1_000_000
 
@@ -92,11 +95,21 @@ class RuntimePlan:
     blob_store_chosen: bool = False
     static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
     stateless: bool = False  # the shuffle-free path (stateless.py)
+    streamed: bool = False  # write_stream's streamed-broadcast path (streamed.py)
     time_zone: str = "UTC"  # the session's: pandas hands broadcast timestamps over naive in it
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
+    streamed_input: DataFrame | None = None  # the streamed path's input (streamed.py)
     spark: SparkSession | None = None
+
+    @property
+    def path(self) -> str:
+        """Which runtime path ``write_stream`` takes: ``"stateless"`` (one ``mapInArrow``, static
+        broadcast side), ``"streamed"`` (broadcast applied once per micro-batch on the driver,
+        main rows in one ``mapInArrow``) or ``"operator"`` (union, shuffle,
+        ``transformWithStateInPandas``). ``result.main`` of a streamed plan is the operator's."""
+        return "stateless" if self.stateless else "streamed" if self.streamed else "operator"
 
     @property
     def keyed(self) -> bool:
@@ -106,6 +119,7 @@ class RuntimePlan:
         shipped = copy.copy(self)
         shipped.tagged_input = None
         shipped.corrupt_input = None
+        shipped.streamed_input = None
         shipped.spark = None
         return shipped
 
@@ -163,7 +177,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         plan.stateless = needs_no_state(plan)
     if plan.stateless:
         plan.tagged_input = main.select(
-            _millis(main, spec.event_time).alias("_ts"),
+            millis(main, spec.event_time).alias("_ts"),
             *[F.col(f"`{c}`").alias(f"m_{i}") for i, c in enumerate(main.columns)])
         return plan
     main_tagged = _tag_main(main, key_columns, groups, spec.event_time)
@@ -173,6 +187,9 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     plan.static_broadcast = []
     bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
+    if takes_streamed_path(plan, main, broadcast.df):
+        plan.streamed = True
+        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time)
     return plan
 
 
@@ -276,7 +293,8 @@ def _check_event_time(main: DataFrame, bcast: DataFrame, spec: ProcessSpec,
                                 f"epoch milliseconds (long), not {kind.simpleString()}")
 
 
-def _millis(df: DataFrame, event_time: str | None) -> Any:
+def millis(df: DataFrame, event_time: str | None) -> Any:
+    """The event-time column as epoch milliseconds (null without one)."""
     if event_time is None:
         return F.lit(None).cast("long")
     kind: DataType = df.schema[event_time].dataType
@@ -315,7 +333,7 @@ def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
         _group_column(groups, subtask).alias("_subtask"),
-        _millis(main, event_time).alias("_ts"),
+        millis(main, event_time).alias("_ts"),
         content.alias("_seq"),
         *[c.alias(f"m_{i}") for i, c in enumerate(columns)],
     ).mapInArrow(pack_main, PACKED_SCHEMA)
@@ -338,7 +356,7 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     subtasks = spark.createDataFrame([(g,) for g in groups], "_subtask long")
     return df.select(
         F.lit(1).cast("byte").alias("_side"),
-        _millis(df, event_time).alias("_ts"),
+        millis(df, event_time).alias("_ts"),
         F.xxhash64(*hash_columns(df, df.columns)).alias("_seq"),
         F.lit(None).cast("binary").alias("_blob"),
         order.alias("_order"),

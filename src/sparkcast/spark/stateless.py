@@ -16,7 +16,7 @@ gives the same rows, so the path is exactly-once with any idempotent sink.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -65,10 +65,14 @@ def needs_no_state(plan: RuntimePlan) -> bool:
 
 
 class StatelessRunner:
-    """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows."""
+    """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows.
+    ``bind`` (the streamed path's, ``streamed.SnapshotBinder``) gives the engine the broadcast
+    state of the current micro-batch; without it the engine holds the static rows."""
 
-    def __init__(self, plan: RuntimePlan) -> None:
+    def __init__(self, plan: RuntimePlan,
+                 bind: Callable[[SubtaskEngine, str, int], None] | None = None) -> None:
         self.plan = plan
+        self.bind = bind
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plan = self.plan
@@ -77,6 +81,8 @@ class StatelessRunner:
         if engine is None:
             engine = _ENGINES[(plan.pipeline_id, subtask)] = static_engine(plan, subtask)
             engine.take_outputs()
+        if self.bind is not None:
+            self.bind(engine, plan.pipeline_id, subtask)
         encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
         found = converters(plan.main_types, plan.time_zone)
         for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
