@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import streamed
+
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parent / "docs"
 IMG = DOCS / "img"
@@ -103,6 +105,7 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
         need = 1.0 if workload == "W3" else 1.5
         ok = None if not (e and f) else e >= need * f
         rows.append((f"{workload} per-element ≥ {need:g}x PyFlink", _ratio(e, f), verdict(ok)))
+    rows += streamed.targets(results, _ratio, verdict)
     lat = results.get("latency", {}).get("element")
     if lat and lat.get("ok"):
         ok = (lat["p99_ms"] is not None and lat["p99_ms"] < 2000
@@ -283,7 +286,7 @@ def render(results: dict, made: list[str] | None = None) -> str:
     lines += [f"| {t} | {m_} | {v} |" for t, m_, v in targets(results)]
     lines += ["", "## Throughput", "", throughput_table(results), "",
               "## sparkcast's ratio to each peer (steady-state events/s)", "",
-              ratio_table(results), "", STREAMED, ""]
+              ratio_table(results), "", STREAMED, "", streamed.table(results, _fmt_rate), ""]
     if "img/throughput.png" in made:
         lines += ["![throughput](img/throughput.png)", ""]
     latency = results.get("latency", {})

@@ -151,10 +151,13 @@ def test_the_operator_path_is_kept_where_state_or_broadcast_outputs_need_it(
     assert "TransformWithState" in _logical_plan(result.main)
 
 
-def test_a_streaming_broadcast_side_keeps_the_operator_path(spark, tmp_path):
+def test_a_streaming_broadcast_side_is_not_stateless(spark, tmp_path):
+    """Its elements must reach every task of their micro-batch: the streamed path
+    (test_streamed.py) for write_stream, the operator for result.main."""
     write_batch_file(tmp_path / "factors", 0, [{"name": "u", "factor": 2.0}])
     factors = read_stream(spark, "name string, factor double", tmp_path / "factors")
     write_batch_file(tmp_path / "events", 0, BATCHES[0])
     events = read_stream(spark, MAIN, tmp_path / "events")
     result = Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(Scale(), OUTPUT)
     assert not result.plan.stateless
+    assert result.plan.path == "streamed"
