@@ -3,7 +3,7 @@
 Contexts, the main-side runners and the engine hand their outputs here and call user callbacks
 through ``invoke``, which routes what a callback yields and turns what it raises into a dead
 letter (or a ``UserFunctionError`` with ``on_error="fail"``), dropping the partial outputs of the
-failed call. Outputs are plain ``(tag, value, timestamp, batch)`` tuples in ``OutputRecord``'s
+failed call. Outputs are plain ``(tag, value, timestamp, batch, key)`` tuples in ``OutputRecord``'s
 layout: building a NamedTuple per event costs 50x more (docs/architecture.md).
 """
 

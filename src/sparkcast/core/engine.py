@@ -131,7 +131,7 @@ class SubtaskEngine:
         backend.flush()
 
     def take_outputs(self) -> list[OutputRecord]:
-        """The outputs since the last call, as ``(tag, value, timestamp, batch)`` tuples (the
+        """The outputs since the last call, as ``(tag, value, timestamp, batch, key)`` tuples (the
         layout of ``OutputRecord``; plain tuples because building one per event costs)."""
         return self.collector.take()
 
