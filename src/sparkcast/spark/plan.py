@@ -40,6 +40,7 @@ from sparkcast.api.options import ProcessOptions, ready_conditions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function
+from sparkcast.core.records import BroadcastElement
 from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import NO_STORE
 from sparkcast.spark.checks import default_parallelism
@@ -93,7 +94,7 @@ class RuntimePlan:
     state_buckets: int
     blob_store: str
     blob_store_chosen: bool = False
-    static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
+    static_broadcast: list[BroadcastElement] = field(default_factory=list)
     stateless: bool = False  # the shuffle-free path (stateless.py)
     streamed: bool = False  # write_stream's streamed-broadcast path (streamed.py)
     time_zone: str = "UTC"  # the session's: pandas hands broadcast timestamps over naive in it
@@ -364,31 +365,19 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     ).crossJoin(subtasks)
 
 
-def _collect_static(broadcast: Any, event_time: str | None) -> list[tuple[Any, int | None, Any]]:
+def _collect_static(broadcast: Any, event_time: str | None) -> list[BroadcastElement]:
     """A static broadcast side with a streaming main side: Spark cannot union the two, so its
-    rows travel with the plan and every subtask applies them before its first main element."""
+    rows travel with the plan and every subtask applies them before its first main element.
+    Timestamps become millis in Spark, as on the other paths (``millis``)."""
     df: DataFrame = broadcast.df
     if df.count() > MAX_STATIC_BROADCAST_ROWS:
         raise PipelineError(f"a static broadcast DataFrame may have at most "
                             f"{MAX_STATIC_BROADCAST_ROWS} rows; stream it instead")
-    from sparkcast.spark.rows import row_from_spark
-    from sparkcast.spark.values import convert_rows, converters
+    from sparkcast.spark.values import collect_elements
 
-    fields = tuple(df.columns)
-    found = converters([f.dataType for f in df.schema.fields], None)  # collect: local time
-    elements = []
-    for row in df.collect():
-        (value,) = convert_rows([row_from_spark(fields, tuple(row))], fields, found)
-        ts = _to_millis(row[event_time]) if event_time else None
-        order = row[broadcast.order_by] if broadcast.order_by else None
-        elements.append((value, ts, order))
-    return elements
-
-
-def _to_millis(value: Any) -> int | None:
-    if value is None or isinstance(value, int):
-        return value
-    return int(value.timestamp() * 1000)
+    order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
+    return collect_elements(df.select(millis(df, event_time).alias("_ts"), order.alias("_order"),
+                                      *[F.col(f"`{c}`") for c in df.columns]), tuple(df.columns))
 
 
 def uses_timers(function: BaseBroadcastProcessFunction) -> bool:

@@ -23,7 +23,6 @@ import pyarrow as pa
 
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
-from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.rows import OutputEncoder
 from sparkcast.spark.values import converters, main_values
 
@@ -49,7 +48,7 @@ def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
 
 def apply_static_broadcast(engine: SubtaskEngine, plan: RuntimePlan) -> None:
     """The static broadcast rows, in the deterministic broadcast order (on both paths)."""
-    for element in order_broadcast([BroadcastElement(*e) for e in plan.static_broadcast]):
+    for element in order_broadcast(plan.static_broadcast):
         engine.process_broadcast_element(element.value, element.timestamp)
 
 

@@ -42,8 +42,8 @@ from sparkcast.spark import snapshots, storage
 from sparkcast.spark.checks import is_connect
 from sparkcast.spark.commit_log import CommitLog
 from sparkcast.spark.compatibility import differences, layout_of, refuse
-from sparkcast.spark.rows import OutputEncoder, row_from_spark
-from sparkcast.spark.values import convert_rows, converters
+from sparkcast.spark.rows import OutputEncoder
+from sparkcast.spark.values import collect_elements
 
 if TYPE_CHECKING:
     from sparkcast.spark.plan import RuntimePlan
@@ -170,8 +170,6 @@ class StreamedWriter:
         schema = plan.streamed_input.schema
         self.broadcast_columns = ["_ts", "_order", *[f"b_{i}" for i in
                                                       range(len(plan.broadcast_fields))]]
-        self.broadcast_convert = converters(
-            [schema[c].dataType for c in self.broadcast_columns[2:]], None)  # collect: local
         self.main_columns = ["_ts", *[f"m_{i}" for i in range(len(plan.main_fields))]]
         self.encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
         self.corrupt = "_raw" in schema.fieldNames()
@@ -186,8 +184,8 @@ class StreamedWriter:
 
         plan = self.plan
         side = F.col(SIDE)
-        elements = self._elements(batch.filter(side == BROADCAST_SIDE)
-                                  .select(*self.broadcast_columns).collect())
+        elements = collect_elements(batch.filter(side == BROADCAST_SIDE)
+                                    .select(*self.broadcast_columns), plan.broadcast_fields)
         file, outputs = self.applier.apply(batch_id, elements)
         output = tagged_schema(plan, batch.schema["_ts"].dataType)
         runner = StatelessRunner(plan.for_workers(), SnapshotBinder(file, plan.blob_store))
@@ -203,13 +201,6 @@ class StreamedWriter:
         if emitted is not None:
             tagged = tagged.unionByName(emitted)
         self.log.write(batch_id, partitioned(tagged), self.format)
-
-    def _elements(self, rows: list[Any]) -> list[BroadcastElement]:
-        fields = self.plan.broadcast_fields
-        values = convert_rows([row_from_spark(fields, tuple(row)[2:]) for row in rows], fields,
-                              self.broadcast_convert)
-        return [BroadcastElement(value, row[0], row[1])
-                for value, row in zip(values, rows, strict=True)]
 
     def _broadcast_outputs(self, outputs: list[OutputRecord], schema: Any) -> DataFrame | None:
         """What ``process_broadcast_element`` emitted, as every subtask of the operator path
