@@ -259,11 +259,12 @@ class Runner:
         return result
 
     def sparkcast(self, workload: str, n: int, mode: str, parallelism: int = 2,
-                  files_per_trigger: int | None = None, streamed_broadcast: bool = False
-                  ) -> dict:
+                  files_per_trigger: int | None = None, streamed_broadcast: bool = False,
+                  write: bool = False) -> dict:
         """A static broadcast side takes the shuffle-free path for non-keyed functions; with
         ``streamed_broadcast`` the same rows arrive as a stream (in the first micro-batch,
-        with the events), which needs the stateful operator path."""
+        with the events): ``result.main`` to ``noop`` runs the stateful operator path,
+        ``write`` (``write_stream`` to Parquet) the streamed path (non-keyed functions)."""
         from sparkcast.spark import Stream
 
         build = time.perf_counter()
@@ -274,9 +275,21 @@ class Runner:
         broadcast = self._broadcast(workload, streaming=streamed_broadcast)
         result = events.connect(Stream(broadcast).broadcast(desc)).process(
             cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
+        if write:
+            out = self.tmp / f"out-{self.jobs}"
+            query = result.write_stream(str(out), self._checkpoint(),
+                                        trigger={"availableNow": True})
+            build = time.perf_counter() - build
+            start = time.perf_counter()
+            query.awaitTermination()
+            seconds = time.perf_counter() - start
+            shutil.rmtree(out, ignore_errors=True)
+            return {"seconds": seconds, "build_seconds": build, "path": result.plan.path,
+                    "rows_in": sum(p["numInputRows"] for p in query.recentProgress)}
         main = result.main
         build = time.perf_counter() - build
-        return self._run_query(main, {"build_seconds": build})
+        return self._run_query(main, {"build_seconds": build, "path": "operator"
+                                      if result.plan.streamed else result.plan.path})
 
     def foreachbatch(self, workload: str, n: int, files_per_trigger: int | None = None) -> dict:
         from pyspark.sql.types import _parse_datatype_string
@@ -466,13 +479,14 @@ class Runner:
 
     def memory(self, n: int, parallelism: int = 8) -> dict:
         """W6: peak resident memory of the whole job (JVM + Python workers + driver), sampled
-        every 0.25 s; ``before_mb`` is the same tree just before (session up, no job)."""
+        every 0.25 s; ``before_mb`` is the same tree just before (session up, no job). Written
+        by ``write_stream``, so the streamed path applies the broadcast side once."""
         before = procmem.tree_rss(os.getpid())["total"] / 1024 / 1024
         data.large_broadcast_dir()
         sampler = procmem.TreeSampler(os.getpid())
         sampler.start()
         try:
-            result = self.sparkcast("W6", n, "element", parallelism=parallelism)
+            result = self.sparkcast("W6", n, "element", parallelism=parallelism, write=True)
         finally:
             sampler.stop()
         result.update(sampler.summary())

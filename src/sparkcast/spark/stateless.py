@@ -89,8 +89,15 @@ class StatelessRunner:
                                              found)
             engine.run_micro_batch([], values, timestamps,
                                    processing_time=int(time.time() * 1000))
-            for out in encoder.encode_tables(engine.take_outputs(), subtask):
-                yield from out.to_batches()
+            yield from self.emit(engine, encoder, subtask)
+
+    @staticmethod
+    def emit(engine: SubtaskEngine, encoder: OutputEncoder, subtask: int
+             ) -> Iterator[pa.RecordBatch]:
+        """The one place this path (and the streamed path's main side) takes the engine's
+        outputs, as tagged Arrow batches."""
+        for out in encoder.encode_tables(engine.take_outputs(), subtask):
+            yield from out.to_batches()
 
 
 def _frames(batches: Iterator[pa.RecordBatch], min_rows: int) -> Iterator[pa.Table]:
