@@ -151,13 +151,17 @@ def test_the_path_is_chosen_where_it_gives_the_operators_results(
 
 @pytest.mark.parametrize("function", [Announce(), ScaleBatch()], ids=["element", "batch"])
 def test_outputs_equal_the_harness_across_a_restart_without_shuffle_or_state(
-        spark, tmp_path, function):
+        spark, tmp_path, caplog, function):
     _write_inputs(tmp_path, [0, 1])
     result = _process(spark, tmp_path, function)
     assert result.plan.path == "streamed"
-    query = _run(result, tmp_path)
+    with caplog.at_level("WARNING", logger="sparkcast"):
+        query = _run(result, tmp_path)
     assert "StateStore" not in query._jsq.explainInternal(False)
     assert _read(spark, tmp_path) == _expected(type(function)(), [0, 1])
+    # batch 1's dead letters (the malformed line, the negative amount) are not silent
+    warned = [r.getMessage() for r in caplog.records if "micro-batch 1:" in r.getMessage()]
+    assert len(warned) == 1 and "input 1" in warned[0], caplog.text
     _write_inputs(tmp_path, [2])  # the broadcast side changes, then the query restarts
     _run(_process(spark, tmp_path, type(function)()), tmp_path)
     assert _read(spark, tmp_path) == _expected(type(function)())

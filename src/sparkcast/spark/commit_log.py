@@ -44,10 +44,11 @@ class CommitLog:
         return any(storage.read_bytes(self._file(batch, compact)) is not None
                    for compact in (False, True))
 
-    def write(self, batch: int, frame: DataFrame, format: str) -> None:
-        """Write ``frame`` (partitioned by ``_output``) as micro-batch ``batch``, exactly once."""
+    def write(self, batch: int, frame: DataFrame, format: str) -> bool:
+        """Write ``frame`` (partitioned by ``_output``) as micro-batch ``batch``, exactly once;
+        False when it was committed before."""
         if self.committed(batch):
-            return  # a replay of a batch that committed before the crash
+            return False  # a replay of a batch that committed before the crash
         staging = storage.join(self.path, STAGING, str(batch))
         frame.write.format(format).partitionBy(OUTPUT).mode("overwrite").save(staging)
         entries = self._publish(batch, staging)
@@ -57,6 +58,7 @@ class CommitLog:
         storage.write_bytes(self._file(batch, compact),
                             b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
         _delete_folder(staging)
+        return True
 
     def _publish(self, batch: int, staging: str) -> list[dict[str, Any]]:
         """Move the staged data files into the output; their log entries."""

@@ -69,7 +69,8 @@ class BatchSink:
               trigger: dict[str, Any] | None, query_name: str | None) -> Any:
         from sparkcast.spark import streamed
 
-        writer = streamed.StreamedWriter(result.plan, path, checkpoint_location, format)
+        writer = streamed.StreamedWriter(result.plan, path, checkpoint_location, format,
+                                         query_name)
         return streamed.start(result.plan, writer, checkpoint_location, trigger, query_name)
 
 

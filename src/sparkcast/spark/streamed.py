@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from sparkcast.core.backend import DictBackend
@@ -42,6 +42,7 @@ from sparkcast.spark import snapshots, storage
 from sparkcast.spark.checks import is_connect
 from sparkcast.spark.commit_log import CommitLog
 from sparkcast.spark.compatibility import differences, layout_of, refuse
+from sparkcast.spark.observe import log, observed, warning
 from sparkcast.spark.rows import OutputEncoder
 from sparkcast.spark.values import collect_elements
 
@@ -155,12 +156,13 @@ class SnapshotBinder:
 class StreamedWriter:
     """The ``foreachBatch`` function of ``write_stream`` on the streamed path."""
 
-    def __init__(self, plan: RuntimePlan, path: str, checkpoint_location: str, format: str
-                 ) -> None:
+    def __init__(self, plan: RuntimePlan, path: str, checkpoint_location: str, format: str,
+                 query_name: str | None = None) -> None:
         from pyspark.sql.types import StructType
 
         self.plan = plan
         self.format = format
+        self.query_name = query_name
         spark = plan.spark
         assert spark is not None and plan.streamed_input is not None
         interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval")
@@ -200,7 +202,11 @@ class StreamedWriter:
         emitted = self._broadcast_outputs(outputs, output)
         if emitted is not None:
             tagged = tagged.unionByName(emitted)
-        self.log.write(batch_id, partitioned(tagged), self.format)
+        counts = Observation(f"sparkcast-{batch_id}")
+        if self.log.write(batch_id, partitioned(observed(tagged, counts)), self.format):
+            line = warning(counts.get, self.query_name or "write_stream", batch_id)
+            if line is not None:
+                log.warning(line)
 
     def _broadcast_outputs(self, outputs: list[OutputRecord], schema: Any) -> DataFrame | None:
         """What ``process_broadcast_element`` emitted, as every subtask of the operator path
