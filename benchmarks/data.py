@@ -160,3 +160,58 @@ def large_broadcast_dir() -> Path:
 def large_broadcast_csv() -> Path:
     large_broadcast_dir()
     return ROOT / "W6" / "broadcast.csv"
+
+
+# the multi-batch streamed workloads: the broadcast side changes between micro-batches
+
+
+def _broadcast_update(workload: str, version: int) -> pd.DataFrame:
+    """Update ``version`` (>= 1) of the broadcast side: a tenth of the dimension re-weighted
+    (W1), ten rules re-thresholded (W2), the threshold (W3) or the model's bias (W4) changed."""
+    rows = broadcast_rows(workload)
+    if workload == "W1":
+        part = rows.iloc[(version * 100) % DIM_KEYS:][:100].copy()
+        part["weight"] = (part["weight"] * (1 + version / 100)).round(4)
+        return part
+    if workload == "W2":
+        part = rows.iloc[(version * 10) % N_RULES:][:10].copy()
+        part["min_amount"] = (part["min_amount"] * (1 + version / 20)).round(2)
+        return part
+    if workload == "W3":
+        return pd.DataFrame({"name": ["threshold"], "value": np.array([5 + version],
+                                                                      dtype=np.int64)})
+    if workload == "W4":
+        rows = rows.copy()
+        rows["bias"] = -0.25 + version / 100
+        return rows
+    raise ValueError(workload)
+
+
+def broadcast_updates_dir(workload: str, versions: int) -> Path:
+    """``versions`` Parquet files: the broadcast rows, then one update per file, their
+    modification times in order (a file source with ``maxFilesPerTrigger=1`` reads file i in
+    micro-batch i)."""
+    path = ROOT / workload / f"broadcast_updates_{versions}"
+    if (path / "_DONE").exists():
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    base = os.path.getmtime(path) - 3_600
+    for version in range(versions):
+        frame = broadcast_rows(workload) if version == 0 else _broadcast_update(workload, version)
+        target = path / f"part-{version:05d}.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), target)
+        os.utime(target, (base + version, base + version))
+    (path / "_DONE").write_text(str(versions))
+    return path
+
+
+def events_mtimes_ordered(workload: str, n: int) -> Path:
+    """``events_dir`` with the files' modification times in name order, so that
+    ``maxFilesPerTrigger`` takes them in the same order in every run."""
+    path = events_dir(workload, n)
+    if not (path / "_ORDERED").exists():
+        base = os.path.getmtime(path) - 7_200
+        for index, file in enumerate(sorted(path.glob("part-*.parquet"))):
+            os.utime(file, (base + index, base + index))
+        (path / "_ORDERED").write_text("1")
+    return path

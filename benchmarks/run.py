@@ -33,6 +33,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import data  # noqa: E402
+import streamed  # noqa: E402
 
 MAIN_PY = os.environ.get("BENCH_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
 FLINK_PY = os.environ.get("BENCH_FLINK_PYTHON", str(HERE / ".venv-flink" / "bin" / "python"))
@@ -216,6 +217,10 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="workloads (W1..W6) to run")
     parser.add_argument("--systems", nargs="*", help="systems to run (default all)")
     parser.add_argument("--no-report", action="store_true")
+    parser.add_argument("--skip-throughput", action="store_true",
+                        help="skip the single-batch throughput section (W1-W4)")
+    parser.add_argument("--skip-streamed", action="store_true",
+                        help="skip the multi-batch streamed section (streamed.py)")
     args = parser.parse_args()
     mode = MODES[args.mode]
     only = set(args.only or ["W1", "W2", "W3", "W4", "W5", "W6"])
@@ -228,7 +233,7 @@ def main() -> None:
 
     log("generating data (fixed seed, cached in benchmarks/.data/)")
     for workload in ("W1", "W2", "W3", "W4"):
-        if workload not in only:
+        if workload not in only or args.skip_throughput:
             continue
         for system in systems_for(mode, systems, workload):
             for n in sizes_for(mode, system, workload):
@@ -236,13 +241,15 @@ def main() -> None:
                 if system == "pyflink":
                     data.events_csv(workload, n)
         data.broadcast_dir(workload)
+    if not args.skip_streamed:
+        streamed.prepare(args.mode, only)
 
     spark = SparkServer()
     spark.start()
     log("warming up (Python workers, JIT; not counted)")
     spark.call({"op": "warmup"}, mode["timeout"])
     for workload in ("W1", "W2", "W3", "W4"):
-        if workload not in only:
+        if workload not in only or args.skip_throughput:
             continue
         runs = systems_for(mode, systems, workload)
         raw: dict[str, list[dict]] = {s: [] for s in runs}
@@ -259,6 +266,10 @@ def main() -> None:
                 log(f"{workload} {system:16s} n={n:>9,} {shown}")
         results["throughput"][workload] = {s: steady(*raw[s]) for s in runs
                                            if len(raw[s]) == 2}
+
+    if not args.skip_streamed:
+        results["streamed"] = streamed.measure(spark, args.mode, mode["timeout"], log, only,
+                                               set(args.systems) if args.systems else None)
 
     if "W5" in only and mode["w5"]:
         for latency_mode in ("element", "batch"):

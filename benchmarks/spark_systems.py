@@ -259,11 +259,12 @@ class Runner:
         return result
 
     def sparkcast(self, workload: str, n: int, mode: str, parallelism: int = 2,
-                  files_per_trigger: int | None = None, streamed_broadcast: bool = False
-                  ) -> dict:
+                  files_per_trigger: int | None = None, streamed_broadcast: bool = False,
+                  write: bool = False) -> dict:
         """A static broadcast side takes the shuffle-free path for non-keyed functions; with
         ``streamed_broadcast`` the same rows arrive as a stream (in the first micro-batch,
-        with the events), which needs the stateful operator path."""
+        with the events): ``result.main`` to ``noop`` runs the stateful operator path,
+        ``write`` (``write_stream`` to Parquet) the streamed path (non-keyed functions)."""
         from sparkcast.spark import Stream
 
         build = time.perf_counter()
@@ -274,9 +275,21 @@ class Runner:
         broadcast = self._broadcast(workload, streaming=streamed_broadcast)
         result = events.connect(Stream(broadcast).broadcast(desc)).process(
             cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
+        if write:
+            out = self.tmp / f"out-{self.jobs}"
+            query = result.write_stream(str(out), self._checkpoint(),
+                                        trigger={"availableNow": True})
+            build = time.perf_counter() - build
+            start = time.perf_counter()
+            query.awaitTermination()
+            seconds = time.perf_counter() - start
+            shutil.rmtree(out, ignore_errors=True)
+            return {"seconds": seconds, "build_seconds": build, "path": result.plan.path,
+                    "rows_in": sum(p["numInputRows"] for p in query.recentProgress)}
         main = result.main
         build = time.perf_counter() - build
-        return self._run_query(main, {"build_seconds": build})
+        return self._run_query(main, {"build_seconds": build, "path": "operator"
+                                      if result.plan.streamed else result.plan.path})
 
     def foreachbatch(self, workload: str, n: int, files_per_trigger: int | None = None) -> dict:
         from pyspark.sql.types import _parse_datatype_string
@@ -326,6 +339,128 @@ class Runner:
         kind = events.schema.fields[0].dataType.simpleString()
         return self._run_query(events.mapInArrow(first_column, f"c {kind}"))
 
+    # ---------------------------------------------------------------- multi-batch, streamed
+
+    def _streamed_inputs(self, workload: str, n: int, per_batch: int):
+        """Events ``per_batch`` a micro-batch (``maxFilesPerTrigger``), the broadcast side read
+        with ``readStream``: its rows in micro-batch 0, one update in each later one."""
+        batches = n // per_batch
+        events = (self.spark.readStream.schema(data.EVENT_SCHEMAS[workload])
+                  .option("maxFilesPerTrigger", per_batch // data.CHUNK)
+                  .parquet(str(data.events_mtimes_ordered(workload, n))))
+        updates = (self.spark.readStream.schema(data.BROADCAST_SCHEMAS[workload])
+                   .option("maxFilesPerTrigger", 1)
+                   .parquet(str(data.broadcast_updates_dir(workload, batches))))
+        return events, updates
+
+    def streamed(self, workload: str, n: int, mode: str, path: str, per_batch: int,
+                 parallelism: int = 2) -> dict:
+        """sparkcast over the streamed inputs, written by ``write_stream`` (Parquet files,
+        exactly once). ``path="operator"`` forces the stateful operator, the path every streamed
+        broadcast side took before the streamed path (W3, keyed, always takes it)."""
+        from sparkcast.spark import Stream
+
+        build = time.perf_counter()
+        events, updates = self._streamed_inputs(workload, n, per_batch)
+        cls, desc = FUNCTIONS[(workload, mode)]
+        stream = Stream(events).key_by("user") if workload == "W3" else Stream(events)
+        result = stream.connect(Stream(updates).broadcast(desc)).process(
+            cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
+        if path == "operator":
+            result.plan.streamed = False
+        assert result.plan.path == path, result.plan.path
+        out = self.tmp / f"out-{self.jobs}"
+        query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
+        build = time.perf_counter() - build
+        start = time.perf_counter()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        rows_in = sum(p["numInputRows"] for p in query.recentProgress)
+        shutil.rmtree(out, ignore_errors=True)
+        return {"seconds": seconds, "build_seconds": build, "rows_in": rows_in,
+                "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
+    def foreachbatch_streamed(self, workload: str, n: int, per_batch: int) -> dict:
+        """The hand-written job: per micro-batch, re-read the broadcast files up to this batch,
+        fold the updates, make a broadcast variable, ``mapInPandas``, append Parquet."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import _parse_datatype_string
+
+        body, prepare = _fb_function(workload)
+        schema = _parse_datatype_string(OUTPUT_SCHEMAS[workload])
+        spark = self.spark
+        events, _ = self._streamed_inputs(workload, n, per_batch)
+        files = sorted(str(f) for f in data.broadcast_updates_dir(
+            workload, n // per_batch).glob("part-*.parquet"))
+        key = {"W1": "key", "W2": "rule_id", "W4": "name"}[workload]
+        out = str(self.tmp / f"out-{self.jobs}")
+
+        def each(batch_df, batch_id):
+            rows = (spark.read.parquet(*files[:batch_id + 1])
+                    .withColumn("_file", F.input_file_name()).toPandas())
+            rows = rows.sort_values("_file", kind="stable").drop_duplicates(key, keep="last")
+            bc = spark.sparkContext.broadcast(prepare(rows.drop(columns="_file")))
+            out_df = batch_df.mapInPandas(lambda frames: body(frames, bc), schema)
+            out_df.write.mode("append").parquet(out)
+            bc.unpersist()
+
+        writer = events.writeStream.foreachBatch(each).option(
+            "checkpointLocation", self._checkpoint()).trigger(availableNow=True)
+        start = time.perf_counter()
+        query = writer.start()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        rows_in = sum(p["numInputRows"] for p in query.recentProgress)
+        shutil.rmtree(out, ignore_errors=True)
+        return {"seconds": seconds, "rows_in": rows_in,
+                "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
+    def tws_counter(self, workload: str, n: int, per_batch: int) -> dict:
+        """W3 written directly for Spark: a ``transformWithStateInPandas`` processor grouped by
+        user, a ``ValueState`` count per user, the threshold re-read at every micro-batch."""
+        import pyarrow.parquet as pq
+        from pyspark.sql.streaming import StatefulProcessor
+
+        assert workload == "W3"
+        events, _ = self._streamed_inputs(workload, n, per_batch)
+        updates = sorted(data.broadcast_updates_dir(workload, n // per_batch)
+                         .glob("part-*.parquet"))
+
+        class CountProcessor(StatefulProcessor):
+            def init(self, handle):
+                self.count = handle.getValueState("count", "count long")
+                table = pq.read_table(str(updates[-1]))  # once per task, i.e. per micro-batch
+                self.threshold = int(table.column("value")[0].as_py())
+
+            def handleInputRows(self, key, rows, timerValues):
+                import numpy as np
+                import pandas as pd
+
+                seen = sum(len(frame) for frame in rows)
+                first = (self.count.get() or (0,))[0] if self.count.exists() else 0
+                counts = np.arange(first + 1, first + seen + 1, dtype=np.int64)
+                self.count.update((int(counts[-1]),))
+                yield pd.DataFrame({"user": np.full(seen, key[0], dtype=np.int32),
+                                    "count": counts, "flagged": counts > self.threshold})
+
+            def close(self):
+                pass
+
+        out = events.groupBy("user").transformWithStateInPandas(
+            statefulProcessor=CountProcessor(), outputStructType=OUTPUT_SCHEMAS["W3"],
+            outputMode="Append", timeMode="None")
+        target = self.tmp / f"out-{self.jobs}"
+        query = (out.writeStream.format("parquet").option("path", str(target))
+                 .option("checkpointLocation", self._checkpoint())
+                 .trigger(availableNow=True).start())
+        start = time.perf_counter()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        shutil.rmtree(target, ignore_errors=True)
+        return {"seconds": seconds, "rows_in": sum(p["numInputRows"]
+                                                   for p in query.recentProgress),
+                "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
     def warmup(self) -> dict:
         """Start the Python workers and warm the JVM before anything is timed."""
         for mode in ("element", "batch"):
@@ -344,13 +479,14 @@ class Runner:
 
     def memory(self, n: int, parallelism: int = 8) -> dict:
         """W6: peak resident memory of the whole job (JVM + Python workers + driver), sampled
-        every 0.25 s; ``before_mb`` is the same tree just before (session up, no job)."""
+        every 0.25 s; ``before_mb`` is the same tree just before (session up, no job). Written
+        by ``write_stream``, so the streamed path applies the broadcast side once."""
         before = procmem.tree_rss(os.getpid())["total"] / 1024 / 1024
         data.large_broadcast_dir()
         sampler = procmem.TreeSampler(os.getpid())
         sampler.start()
         try:
-            result = self.sparkcast("W6", n, "element", parallelism=parallelism)
+            result = self.sparkcast("W6", n, "element", parallelism=parallelism, write=True)
         finally:
             sampler.stop()
         result.update(sampler.summary())

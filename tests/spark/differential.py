@@ -72,11 +72,11 @@ def _harness(program: Program) -> Any:
 
 def _harness_collect(program: Program, h: Any) -> Outputs:
     fields = _fields(program.output_schema)
-    out: Outputs = {"main": Counter(_canon(_as_record(v, fields)) for v in h.output())}
+    out: Outputs = {"main": Counter(canon(_as_record(v, fields)) for v in h.output())}
     for tag in program.side_outputs:
         names = _fields(tag.schema) if tag.schema else None
-        out[tag.tag_id] = Counter(_canon(to_jsonable(v, names)) for v in h.side_output(tag))
-    out[DEAD_LETTERS.tag_id] = Counter(_canon({"callback": d.callback, "error": d.error})
+        out[tag.tag_id] = Counter(canon(to_jsonable(v, names)) for v in h.side_output(tag))
+    out[DEAD_LETTERS.tag_id] = Counter(canon({"callback": d.callback, "error": d.error})
                                        for d in h.dead_letters())
     return out
 
@@ -181,13 +181,13 @@ def _collect_stream(spark: Any, frame: DataFrame, base: Path) -> list[Any]:
 
 
 def _spark_collect(program: Program, rows: list[Any]) -> Outputs:
-    out: Outputs = {"main": Counter(_canon(json.loads(r["main"])) for r in rows
+    out: Outputs = {"main": Counter(canon(json.loads(r["main"])) for r in rows
                                     if r["_tag"] is None)}
     for tag in program.side_outputs:
-        out[tag.tag_id] = Counter(_canon(json.loads(r["_payload"])) for r in rows
+        out[tag.tag_id] = Counter(canon(json.loads(r["_payload"])) for r in rows
                                   if r["_tag"] == tag.tag_id)
     letters = [json.loads(r["_payload"]) for r in rows if r["_tag"] == DEAD_LETTERS.tag_id]
-    out[DEAD_LETTERS.tag_id] = Counter(_canon({"callback": d["callback"], "error": d["error"]})
+    out[DEAD_LETTERS.tag_id] = Counter(canon({"callback": d["callback"], "error": d["error"]})
                                        for d in letters)
     return out
 
@@ -203,7 +203,7 @@ def _row(fields: list[str], record: dict) -> Any:
     return row_type(tuple(fields))._make(record.get(f) for f in fields)
 
 
-def _canon(value: Any) -> str:
+def canon(value: Any) -> str:
     """One JSON text per value; integral floats as ints (JSON and pandas disagree on 5 vs 5.0)."""
     return json.dumps(_normal(value), sort_keys=True)
 

@@ -1,11 +1,12 @@
 """The pipeline of the fault-injection test, run in a subprocess that the test kills.
 
-``python -m tests.spark.fault_pipeline <base>`` runs a keyed counter over ``<base>/events``
-against a changing broadcast side ``<base>/rules`` with ``write_stream`` (``availableNow``, one
-file per source per micro-batch, so micro-batch i holds events file i and rules file i however
-often the process dies) and exits when the input is processed. The test kills it with SIGKILL
-mid-batch and restarts it from the same checkpoint; ``expected`` replays the same micro-batches
-through the harness.
+``python -m tests.spark.fault_pipeline <base> <path>`` runs, over ``<base>/events`` against a
+changing broadcast side ``<base>/rules``, with ``write_stream`` (``availableNow``, one file per
+source per micro-batch, so micro-batch i holds events file i and rules file i however often the
+process dies), a keyed counter (``operator``: the stateful operator path) or a non-keyed check
+(``streamed``: the streamed-broadcast path), and exits when the input is processed. The test
+kills it with SIGKILL mid-batch and restarts it from the same checkpoint; ``expected`` replays
+the same micro-batches through the harness.
 """
 
 from __future__ import annotations
@@ -15,14 +16,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, Row, ValueStateDescriptor
-from sparkcast.testing import KeyedBroadcastHarness
+from sparkcast import (
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    Row,
+    ValueStateDescriptor,
+)
+from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 
 RULES = MapStateDescriptor("rules", str, int)
 COUNT = ValueStateDescriptor("count", int)
 EVENTS_SCHEMA = "id long, k string, amount long, ts long"
 RULES_SCHEMA = "name string, limit long, ts long"
 OUTPUT = "k string, id long, n long, flagged boolean, version long"
+PATHS = ("operator", "streamed")
 EVENT_FILES, RULE_FILES, PER_FILE = 4, 3, 40
 
 
@@ -49,6 +57,19 @@ class Ledger(KeyedBroadcastProcessFunction):
                rules.get("version"))
 
 
+class Check(BroadcastProcessFunction):
+    """The ledger without the counter: non-keyed, so ``write_stream`` takes the streamed path."""
+
+    process_broadcast_element = Ledger.process_broadcast_element
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if value["id"] % 37 == 0:
+            raise RuntimeError(f"event {value['id']} is poisoned")
+        rules = ctx.get_broadcast_state(RULES)
+        yield (value["k"], value["id"], None, value["amount"] > (rules.get("amount") or 0),
+               rules.get("version"))
+
+
 def events(index: int) -> list[dict[str, Any]]:
     return [{"id": index * PER_FILE + i, "k": f"k{(index * 7 + i) % 9}",
              "amount": (index * 31 + i * 17) % 100, "ts": 1_000 * index + i}
@@ -60,9 +81,10 @@ def rules(index: int) -> list[dict[str, Any]]:
             {"name": "broken", "limit": -index - 1, "ts": 1_000 * index}]
 
 
-def expected() -> tuple[Counter, Counter]:
+def expected(path: str) -> tuple[Counter, Counter]:
     """Main outputs and dead letters ``(callback, error)`` of the harness over the same batches."""
-    h = KeyedBroadcastHarness(Ledger(), lambda v: v["k"], [RULES], on_error="dead_letter")
+    h: Any = (KeyedBroadcastHarness(Ledger(), lambda v: v["k"], [RULES], on_error="dead_letter")
+              if path == "operator" else BroadcastHarness(Check(), [RULES], on_error="dead_letter"))
     h.open()
     for index in range(EVENT_FILES):
         main = sorted(events(index), key=lambda r: r["ts"])
@@ -74,15 +96,18 @@ def expected() -> tuple[Counter, Counter]:
             Counter((d.callback, d.error) for d in h.dead_letters()))
 
 
-def run(base: Path) -> None:
+def run(base: Path, path: str) -> None:
     from sparkcast.spark import Stream, session
 
     spark = session("local[2]", "sparkcast-faults", conf={"spark.sql.shuffle.partitions": "2"})
     reader = spark.readStream.option("maxFilesPerTrigger", 1)
     main = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
     bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
-    result = (Stream(main).key_by("k").connect(Stream(bcast).broadcast(RULES))
-              .process(Ledger(), OUTPUT, parallelism=3, event_time="ts"))
+    stream = Stream(main).key_by("k") if path == "operator" else Stream(main)
+    function = Ledger() if path == "operator" else Check()
+    result = stream.connect(Stream(bcast).broadcast(RULES)).process(
+        function, OUTPUT, parallelism=3, event_time="ts")
+    assert result.plan.path == path, result.plan.path
     query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                 trigger={"availableNow": True})
     query.awaitTermination()
@@ -90,4 +115,4 @@ def run(base: Path) -> None:
 
 
 if __name__ == "__main__":
-    run(Path(sys.argv[1]))
+    run(Path(sys.argv[1]), sys.argv[2])

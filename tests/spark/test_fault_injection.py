@@ -6,7 +6,9 @@ The pipeline (``fault_pipeline.py``) runs in its own process group, so SIGKILL t
 its JVM and its Python workers at once, as a crash of the machine would. The moments are read
 from the checkpoint: a micro-batch whose offsets are logged but not committed is in flight; a
 micro-batch whose files the sink has committed (``_spark_metadata``) but the checkpoint has not
-is between the two commits.
+is between the two commits. Both runtime paths that keep state across micro-batches run it: the
+stateful operator (Spark's file sink) and the streamed-broadcast path (``foreachBatch`` with its
+own commits in the same ``_spark_metadata`` log).
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ def _between_commits(base: Path, batch: int) -> bool:
         base / "checkpoint" / "commits")
 
 
-def _start(base: Path, log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.spark.fault_pipeline", str(base)],
+def _start(base: Path, log: Path, path: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.spark.fault_pipeline", str(base), path],
                             cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
@@ -67,7 +69,8 @@ def _kill_when(process: subprocess.Popen, moment, delay: float, timeout: float =
     return "killed"
 
 
-def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_path):
+@pytest.mark.parametrize("path", pipeline.PATHS)
+def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_path, path):
     for index in range(pipeline.EVENT_FILES):
         write_batch_file(tmp_path / "events", index, pipeline.events(index))
     for index in range(pipeline.RULE_FILES):
@@ -81,18 +84,18 @@ def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_p
     ]
     outcomes = []
     for moment, delay in kills:
-        process = _start(tmp_path, log)
+        process = _start(tmp_path, log, path)
         try:
             outcomes.append(_kill_when(process, moment, delay))
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
     assert outcomes == ["killed"] * 3, log.read_text()[-3000:]
-    last = _start(tmp_path, log)
+    last = _start(tmp_path, log, path)
     assert last.wait(timeout=240) == 0, log.read_text()[-3000:]
     assert _logged(tmp_path / "checkpoint" / "commits") >= set(range(pipeline.EVENT_FILES))
 
-    main, letters = pipeline.expected()
+    main, letters = pipeline.expected(path)
     out = str(tmp_path / "out")
     written = Counter(tuple(r) for r in read_output(spark, out).collect())
     assert sum(written.values()) == sum(main.values())  # nothing lost, nothing twice

@@ -151,10 +151,29 @@ def test_the_operator_path_is_kept_where_state_or_broadcast_outputs_need_it(
     assert "TransformWithState" in _logical_plan(result.main)
 
 
-def test_a_streaming_broadcast_side_keeps_the_operator_path(spark, tmp_path):
+def test_a_streaming_broadcast_side_is_not_stateless(spark, tmp_path):
+    """Its elements must reach every task of their micro-batch: the streamed path
+    (test_streamed.py) for write_stream, the operator for result.main."""
     write_batch_file(tmp_path / "factors", 0, [{"name": "u", "factor": 2.0}])
     factors = read_stream(spark, "name string, factor double", tmp_path / "factors")
     write_batch_file(tmp_path / "events", 0, BATCHES[0])
     events = read_stream(spark, MAIN, tmp_path / "events")
     result = Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(Scale(), OUTPUT)
     assert not result.plan.stateless
+    assert result.plan.path == "streamed"
+
+
+def test_static_broadcast_timestamps_are_sparks_epoch_millis(spark, tmp_path):
+    """A static side's event times are computed by Spark, as the streamed side's are: floored
+    to the millisecond before 1970 too (Python's float ``timestamp()`` rounds toward zero)."""
+    write_batch_file(tmp_path / "events", 0, [{"id": 1, "user": "u", "amount": 1.0}])
+    events = read_stream(spark, MAIN + ", ts timestamp", tmp_path / "events")
+    factors = spark.sql(
+        "SELECT * FROM VALUES ('u', 2.0D, TIMESTAMP'1969-12-31 23:59:59.9995Z'), "
+        "('v', 3.0D, TIMESTAMP'2024-05-17 13:45:12.001999Z') AS t(name, factor, ts)")
+    result = Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(
+        Scale(), OUTPUT, parallelism=2, event_time="ts")
+    assert result.plan.path == "stateless"
+    expected = [r[0] for r in factors.selectExpr("unix_millis(ts)").collect()]
+    assert expected == [-1, 1715953512001]
+    assert [e.timestamp for e in result.plan.static_broadcast] == expected

@@ -49,6 +49,11 @@ def attach_initial_state(plan: RuntimePlan, initial_state: Mapping[Any, DataFram
                             "rows already are the initial broadcast state; put the entries "
                             "into the static DataFrame instead")
     plan.initial_seeds = {i: seed.to_bytes() for i, seed in seeds.items() if not seed.is_empty()}
+    if plan.initial_seeds and plan.streamed:
+        # the streamed path keeps broadcast state on the driver, by batch id; seeds reach
+        # state through the operator's initialState, so a seeded job takes the operator path
+        plan.streamed = False
+        plan.streamed_input = None
 
 
 def initial_state_frame(plan: RuntimePlan) -> Any:

@@ -48,8 +48,10 @@ _CHECKED: set[tuple[str, int]] = set()  # (pipeline id, subtask) already checked
 _ADVICE = {
     "layout_version": "this checkpoint was written by another sparkcast layout: start a new "
                       "checkpoint, or run the sparkcast version that wrote it",
-    "path": "the plan changed between the stateless path and the stateful operator (a static "
-            "broadcast side became a stream, or state was added): start a new checkpoint",
+    "path": "the plan changed between runtime paths (stateless: static broadcast side; "
+            "streamed: non-keyed function over a streamed broadcast side, written by "
+            "write_stream; operator: keyed state, hold_until_ready or time_alignment='event'), "
+            "whose checkpoints hold different state: start a new checkpoint",
     "function": "the function's class changed; code changes inside the same class are safe: "
                 "start a new checkpoint, or keep the class {old}",
     "keyed": "a keyed function cannot take over a non-keyed one's state: start a new checkpoint",
@@ -83,7 +85,7 @@ def layout_of(plan: RuntimePlan) -> dict[str, Any]:
     """What state and outputs of ``plan`` depend on, as JSON values."""
     return {
         "layout_version": LAYOUT_VERSION,
-        "path": "stateless" if plan.stateless else "operator",
+        "path": plan.path,
         "function": f"{type(plan.function).__module__}.{type(plan.function).__qualname__}",
         "keyed": plan.keyed,
         "key_columns": [f"{plan.main_fields[p]} {t}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -42,8 +42,9 @@ def next_name(spark: SparkSession) -> str:
     return OBSERVATION if count == 1 else f"{OBSERVATION}_{count}"
 
 
-def observed(tagged: DataFrame, name: str) -> DataFrame:
-    """The tagged frame with the observation ``name`` (and the session's WARN listener)."""
+def observed(tagged: DataFrame, name: str | Observation) -> DataFrame:
+    """The tagged frame with the observation ``name`` (and the session's WARN listener). The
+    streamed path's writer passes an ``Observation``: its batch writes report no progress."""
     listen(tagged.sparkSession)
     tag = F.col(TAG)
     letter = tag == F.lit(DEAD_LETTERS.tag_id)

@@ -7,6 +7,8 @@ Both inputs become one tagged DataFrame (DESIGN.md §4)::
 
 grouped by ``_subtask`` into one ``transformWithStateInPandas`` operator, unless the function
 needs no state (non-keyed, static broadcast side): then ``stateless.py``'s one ``mapInArrow``.
+A non-keyed function over a streamed broadcast side also gets ``streamed.py``'s input, which
+``write_stream`` runs (``RuntimePlan.path`` says which).
 ``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
 distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
 content hash that orders rows with equal timestamps the same way in every run.
@@ -40,6 +42,7 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function, user_function
 from sparkcast.core.keyed_process import adapt
+from sparkcast.core.records import BroadcastElement
 from sparkcast.errors import PipelineError
 from sparkcast.spark.blobs import NO_STORE
 from sparkcast.spark.checks import default_parallelism
@@ -47,6 +50,7 @@ from sparkcast.spark.corrupt import split_broadcast_corrupt, split_corrupt, unio
 from sparkcast.spark.layout import check_reserved
 from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
 from sparkcast.spark.stateless import needs_no_state
+from sparkcast.spark.streamed import streamed_input, takes_streamed_path
 
 MAX_STATIC_BROADCAST_ROWS = 1_000_000
 
@@ -92,12 +96,13 @@ class RuntimePlan:
     state_buckets: int
     blob_store: str
     blob_store_chosen: bool = False
-    static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
+    static_broadcast: list[BroadcastElement] = field(default_factory=list)
     # a KeyedCoProcessFunction's second keyed input (packed with _side 2)
     second_fields: tuple[str, ...] = ()
     second_types: tuple[DataType, ...] = ()
     second_key_positions: tuple[int, ...] = ()
     stateless: bool = False  # the shuffle-free path (stateless.py)
+    streamed: bool = False  # write_stream's streamed-broadcast path (streamed.py)
     time_zone: str = "UTC"  # the session's: pandas hands broadcast timestamps over naive in it
     # initial state per subtask (bootstrap.py); driver-side: it reaches the operator as
     # transformWithState's initialState, not with the plan
@@ -105,7 +110,16 @@ class RuntimePlan:
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
+    streamed_input: DataFrame | None = None  # the streamed path's input (streamed.py)
     spark: SparkSession | None = None
+
+    @property
+    def path(self) -> str:
+        """Which runtime path ``write_stream`` takes: ``"stateless"`` (one ``mapInArrow``, static
+        broadcast side), ``"streamed"`` (broadcast applied once per micro-batch on the driver,
+        main rows in one ``mapInArrow``) or ``"operator"`` (union, shuffle,
+        ``transformWithStateInPandas``). ``result.main`` of a streamed plan is the operator's."""
+        return "stateless" if self.stateless else "streamed" if self.streamed else "operator"
 
     @property
     def keyed(self) -> bool:
@@ -115,6 +129,7 @@ class RuntimePlan:
         shipped = copy.copy(self)
         shipped.tagged_input = None
         shipped.corrupt_input = None
+        shipped.streamed_input = None
         shipped.spark = None
         shipped.initial_seeds = {}
         return shipped
@@ -173,7 +188,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         plan.stateless = needs_no_state(plan)
     if plan.stateless:
         plan.tagged_input = main.select(
-            _millis(main, spec.event_time).alias("_ts"),
+            millis(main, spec.event_time).alias("_ts"),
             *[F.col(f"`{c}`").alias(f"m_{i}") for i, c in enumerate(main.columns)])
         return plan
     main_tagged = _tag_main(main, key_columns, groups, spec.event_time)
@@ -183,6 +198,9 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     plan.static_broadcast = []
     bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
+    if takes_streamed_path(plan, main, broadcast.df):
+        plan.streamed = True
+        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time)
     return plan
 
 
@@ -342,7 +360,8 @@ def _check_event_time(main: DataFrame, bcast: DataFrame, spec: ProcessSpec,
                                 f"epoch milliseconds (long), not {kind.simpleString()}")
 
 
-def _millis(df: DataFrame, event_time: str | None) -> Any:
+def millis(df: DataFrame, event_time: str | None) -> Any:
+    """The event-time column as epoch milliseconds (null without one)."""
     if event_time is None:
         return F.lit(None).cast("long")
     kind: DataType = df.schema[event_time].dataType
@@ -381,7 +400,7 @@ def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
         _group_column(groups, subtask).alias("_subtask"),
-        _millis(main, event_time).alias("_ts"),
+        millis(main, event_time).alias("_ts"),
         content.alias("_seq"),
         *[c.alias(f"m_{i}") for i, c in enumerate(columns)],
     ).mapInArrow(functools.partial(pack_main, side=side), PACKED_SCHEMA)
@@ -404,7 +423,7 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     subtasks = spark.createDataFrame([(g,) for g in groups], "_subtask long")
     return df.select(
         F.lit(1).cast("byte").alias("_side"),
-        _millis(df, event_time).alias("_ts"),
+        millis(df, event_time).alias("_ts"),
         F.xxhash64(*hash_columns(df, df.columns)).alias("_seq"),
         F.lit(None).cast("binary").alias("_blob"),
         order.alias("_order"),
@@ -412,31 +431,19 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     ).crossJoin(subtasks)
 
 
-def _collect_static(broadcast: Any, event_time: str | None) -> list[tuple[Any, int | None, Any]]:
+def _collect_static(broadcast: Any, event_time: str | None) -> list[BroadcastElement]:
     """A static broadcast side with a streaming main side: Spark cannot union the two, so its
-    rows travel with the plan and every subtask applies them before its first main element."""
+    rows travel with the plan and every subtask applies them before its first main element.
+    Timestamps become millis in Spark, as on the other paths (``millis``)."""
     df: DataFrame = broadcast.df
     if df.count() > MAX_STATIC_BROADCAST_ROWS:
         raise PipelineError(f"a static broadcast DataFrame may have at most "
                             f"{MAX_STATIC_BROADCAST_ROWS} rows; stream it instead")
-    from sparkcast.spark.rows import row_from_spark
-    from sparkcast.spark.values import convert_rows, converters
+    from sparkcast.spark.values import collect_elements
 
-    fields = tuple(df.columns)
-    found = converters([f.dataType for f in df.schema.fields], None)  # collect: local time
-    elements = []
-    for row in df.collect():
-        (value,) = convert_rows([row_from_spark(fields, tuple(row))], fields, found)
-        ts = _to_millis(row[event_time]) if event_time else None
-        order = row[broadcast.order_by] if broadcast.order_by else None
-        elements.append((value, ts, order))
-    return elements
-
-
-def _to_millis(value: Any) -> int | None:
-    if value is None or isinstance(value, int):
-        return value
-    return int(value.timestamp() * 1000)
+    order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
+    return collect_elements(df.select(millis(df, event_time).alias("_ts"), order.alias("_order"),
+                                      *[F.col(f"`{c}`") for c in df.columns]), tuple(df.columns))
 
 
 def uses_timers(function: Any) -> bool:

@@ -103,9 +103,9 @@ class ProcessResult:
         if not self.tagged.isStreaming:
             raise PipelineError("write_stream needs a streaming input; for batch DataFrames "
                                 "write result.main and result.side_output(tag) directly")
-        from sparkcast.spark.sink import start_file_sink
+        from sparkcast.spark.sink import start_sink
 
-        return start_file_sink(self, path, checkpoint_location, format, trigger, query_name)
+        return start_sink(self, path, checkpoint_location, format, trigger, query_name)
 
     def _register(self, tag: OutputTag) -> StructType | None:
         known = self.plan.side_schemas
@@ -129,10 +129,7 @@ def _operator(plan: RuntimePlan) -> DataFrame:
     schema = plan.tagged_input.schema
     broadcast_types = [schema[f"b_{i}"].dataType for i in range(len(plan.broadcast_fields))
                        if f"b_{i}" in schema.fieldNames()]
-    output = StructType([StructField(TAG, StringType()),
-                         StructField(TS, schema[TS].dataType),
-                         StructField(PAYLOAD, StringType()),
-                         *plan.output_schema.fields])
+    output = tagged_schema(plan, schema[TS].dataType)
     if plan.stateless:
         tagged = stateless_operator(plan, output)
     else:
@@ -141,8 +138,10 @@ def _operator(plan: RuntimePlan) -> DataFrame:
             from sparkcast.spark.bootstrap import initial_state_frame
 
             initial = initial_state_frame(plan)
+        shipped = plan.for_workers()
+        shipped.streamed = False  # a streamed plan's DataFrames are the operator's
         tagged = plan.tagged_input.groupBy("_subtask").transformWithStateInPandas(
-            statefulProcessor=BroadcastProcessor(plan.for_workers(), broadcast_types),
+            statefulProcessor=BroadcastProcessor(shipped, broadcast_types),
             outputStructType=output, outputMode="Append", timeMode=plan.time_mode,
             initialState=initial)
     if plan.corrupt_input is not None:
@@ -151,3 +150,9 @@ def _operator(plan: RuntimePlan) -> DataFrame:
         tagged = tagged.unionByName(corrupt_letters(plan.corrupt_input, plan.output_schema,
                                                     schema[TS].dataType))
     return tagged
+
+
+def tagged_schema(plan: RuntimePlan, ts_type: Any) -> StructType:
+    """The tagged frame's schema (``layout.py``): ``_tag``, ``_ts``, ``_payload``, main fields."""
+    return StructType([StructField(TAG, StringType()), StructField(TS, ts_type),
+                       StructField(PAYLOAD, StringType()), *plan.output_schema.fields])

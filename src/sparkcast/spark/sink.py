@@ -1,16 +1,17 @@
 """Where ``ProcessResult.write_stream`` puts the outputs, and how to read them back.
 
-One query writes the operator's tagged frame with Spark's own file sink, partitioned by output
-(``<path>/_output=main/``, ``_output=<tag>/``, ``_output=dead_letters/``; ``layout.py``). Spark's
-file sink is exactly-once (its ``_spark_metadata`` log commits each micro-batch's files
-atomically; readers see only committed files) and costs one Spark job per micro-batch. A
+One query writes the operator's tagged frame, partitioned by output (``<path>/_output=main/``,
+``_output=<tag>/``, ``_output=dead_letters/``; ``layout.py``), through an ``OutputSink``: Spark's
+own file sink (exactly-once: its ``_spark_metadata`` log commits each micro-batch's files
+atomically; readers see only committed files; one Spark job per micro-batch), or, on the
+streamed path, ``foreachBatch`` with the same commit log written by ``commit_log.py``. A
 manifest beside the data records the side outputs' schemas, so ``read_output`` returns typed
 columns, and refuses an output it cannot type.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -33,11 +34,52 @@ from sparkcast.spark.layout import (
 )
 
 if TYPE_CHECKING:
+    from sparkcast.spark.plan import RuntimePlan
     from sparkcast.spark.result import ProcessResult
 
 
-def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
-                    trigger: dict[str, Any] | None, query_name: str | None) -> Any:
+class OutputSink(Protocol):
+    """How ``write_stream`` writes the tagged outputs under ``path`` as one query. Both sinks
+    leave the same files (``_output=<name>/`` folders, Spark's ``_spark_metadata`` commit log,
+    the manifest), so ``read_output`` reads either the same way."""
+
+    def start(self, result: ProcessResult, path: str, checkpoint_location: str, format: str,
+              trigger: dict[str, Any] | None, query_name: str | None) -> Any: ...
+
+
+class FileSink:
+    """Spark's file sink over the tagged DataFrame (the stateless and operator paths)."""
+
+    def start(self, result: ProcessResult, path: str, checkpoint_location: str, format: str,
+              trigger: dict[str, Any] | None, query_name: str | None) -> Any:
+        stream = (partitioned(result.tagged).writeStream.format(format).partitionBy(OUTPUT)
+                  .outputMode("append").option("path", path)
+                  .option("checkpointLocation", checkpoint_location))
+        if query_name:
+            stream = stream.queryName(query_name)
+        if trigger:
+            stream = stream.trigger(**trigger)
+        return stream.start()
+
+
+class BatchSink:
+    """``foreachBatch`` with batch-id-idempotent commits (the streamed path, streamed.py)."""
+
+    def start(self, result: ProcessResult, path: str, checkpoint_location: str, format: str,
+              trigger: dict[str, Any] | None, query_name: str | None) -> Any:
+        from sparkcast.spark import streamed
+
+        writer = streamed.StreamedWriter(result.plan, path, checkpoint_location, format,
+                                         query_name)
+        return streamed.start(result.plan, writer, checkpoint_location, trigger, query_name)
+
+
+def sink_for(plan: RuntimePlan) -> OutputSink:
+    return BatchSink() if plan.streamed else FileSink()
+
+
+def start_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
+               trigger: dict[str, Any] | None, query_name: str | None) -> Any:
     check_checkpoint(result.plan, checkpoint_location)  # refuses before anything is written
     plan = result.plan
     plan.blob_store = query_blob_store(plan, checkpoint_location)
@@ -48,15 +90,12 @@ def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, 
         HOLD_OVERFLOW.tag_id: None,
         **{tag: (None if schema is None else schema.simpleString())
            for tag, schema in plan.side_schemas.items()}})
-    frame = result.tagged.withColumn(
-        OUTPUT, F.coalesce(F.col(TAG), F.lit(MAIN))).drop(TAG)
-    stream = (frame.writeStream.format(format).partitionBy(OUTPUT).outputMode("append")
-              .option("path", path).option("checkpointLocation", checkpoint_location))
-    if query_name:
-        stream = stream.queryName(query_name)
-    if trigger:
-        stream = stream.trigger(**trigger)
-    return stream.start()
+    return sink_for(plan).start(result, path, checkpoint_location, format, trigger, query_name)
+
+
+def partitioned(tagged: DataFrame) -> DataFrame:
+    """The tagged frame as written: ``_tag`` replaced by the partition column ``_output``."""
+    return tagged.withColumn(OUTPUT, F.coalesce(F.col(TAG), F.lit(MAIN))).drop(TAG)
 
 
 def read_output(spark: Any, path: str, output: str | OutputTag = "main",

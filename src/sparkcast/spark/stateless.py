@@ -16,14 +16,13 @@ gives the same rows, so the path is exactly-once with any idempotent sink.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
-from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.rows import OutputEncoder
 from sparkcast.spark.values import converters, main_values
 
@@ -49,7 +48,7 @@ def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
 
 def apply_static_broadcast(engine: SubtaskEngine, plan: RuntimePlan) -> None:
     """The static broadcast rows, in the deterministic broadcast order (on both paths)."""
-    for element in order_broadcast([BroadcastElement(*e) for e in plan.static_broadcast]):
+    for element in order_broadcast(plan.static_broadcast):
         engine.process_broadcast_element(element.value, element.timestamp)
 
 
@@ -65,10 +64,14 @@ def needs_no_state(plan: RuntimePlan) -> bool:
 
 
 class StatelessRunner:
-    """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows."""
+    """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows.
+    ``bind`` (the streamed path's, ``streamed.SnapshotBinder``) gives the engine the broadcast
+    state of the current micro-batch; without it the engine holds the static rows."""
 
-    def __init__(self, plan: RuntimePlan) -> None:
+    def __init__(self, plan: RuntimePlan,
+                 bind: Callable[[SubtaskEngine, str, int], None] | None = None) -> None:
         self.plan = plan
+        self.bind = bind
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plan = self.plan
@@ -77,6 +80,8 @@ class StatelessRunner:
         if engine is None:
             engine = _ENGINES[(plan.pipeline_id, subtask)] = static_engine(plan, subtask)
             engine.take_outputs()
+        if self.bind is not None:
+            self.bind(engine, plan.pipeline_id, subtask)
         encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
         found = converters(plan.main_types, plan.time_zone)
         for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
@@ -84,8 +89,15 @@ class StatelessRunner:
                                              found)
             engine.run_micro_batch([], values, timestamps,
                                    processing_time=int(time.time() * 1000))
-            for out in encoder.encode_tables(engine.take_outputs(), subtask):
-                yield from out.to_batches()
+            yield from self.emit(engine, encoder, subtask)
+
+    @staticmethod
+    def emit(engine: SubtaskEngine, encoder: OutputEncoder, subtask: int
+             ) -> Iterator[pa.RecordBatch]:
+        """The one place this path (and the streamed path's main side) takes the engine's
+        outputs, as tagged Arrow batches."""
+        for out in encoder.encode_tables(engine.take_outputs(), subtask):
+            yield from out.to_batches()
 
 
 def _frames(batches: Iterator[pa.RecordBatch], min_rows: int) -> Iterator[pa.Table]:

@@ -32,6 +32,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import DataFrame
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -42,6 +43,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcast.api.row import Row, row_type
+from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.rows import main_input
 
 Convert = Callable[[Any], Any]
@@ -100,6 +102,16 @@ def convert_rows(rows: list[Row], fields: tuple[str, ...], found: dict[int, Conv
             values[index] = convert(values[index])
         return make(values)
     return [fix(row) for row in rows]
+
+
+def collect_elements(frame: DataFrame, fields: tuple[str, ...]) -> list[BroadcastElement]:
+    """Broadcast elements collected to the driver from ``frame`` = ``_ts`` (epoch millis, as
+    Spark computed them), ``_order``, then the broadcast columns ``fields`` in order."""
+    rows = frame.collect()
+    found = converters([f.dataType for f in frame.schema.fields[2:]], None)  # collect: local
+    values = convert_rows([row_type(fields)._make(tuple(row)[2:]) for row in rows], fields, found)
+    return [BroadcastElement(value, row[0], row[1])
+            for value, row in zip(values, rows, strict=True)]
 
 
 def convert_frame(frame: pd.DataFrame, found: dict[int, Convert]) -> pd.DataFrame:

@@ -1,0 +1,130 @@
+"""The multi-batch streamed workloads: a broadcast side that changes while the job runs.
+
+Events arrive ``per_batch`` a micro-batch (``maxFilesPerTrigger``) over ``batches`` micro-batches;
+the broadcast side is read with ``readStream``, its rows in micro-batch 0 and one update in every
+later one (``data.broadcast_updates_dir``). Every system writes Parquet files (the sparkcast
+forms with ``write_stream``, exactly once; the baselines append), so the sink costs the same.
+
+Systems (W1, W2, W4 unless said): sparkcast ``process_batch`` and per-element on the streamed
+path (``streamed.py``) and on the stateful operator path (forced: what every streamed broadcast
+side took before); the hand-written ``foreachBatch`` job; for W3 (keyed) sparkcast's operator
+path and a ``transformWithStateInPandas`` counter written directly for Spark. The systems of a
+workload alternate (forward, then backward) ``repeats`` times; a rate is events / query time
+(``start()`` to the end of ``awaitTermination()``), the best of the repeats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SYSTEMS = {  # name -> (label, workloads, job)
+    "streamed-batch": ("sparkcast process_batch, streamed path", ("W1", "W2", "W4"),
+                       {"op": "streamed", "mode": "batch", "path": "streamed"}),
+    "operator-batch": ("sparkcast process_batch, operator path (before)", ("W1", "W2", "W4"),
+                       {"op": "streamed", "mode": "batch", "path": "operator"}),
+    "streamed-element": ("sparkcast per-element, streamed path", ("W1", "W2", "W4"),
+                         {"op": "streamed", "mode": "element", "path": "streamed"}),
+    "operator-element": ("sparkcast per-element, operator path (before)",
+                         ("W1", "W2", "W3", "W4"),
+                         {"op": "streamed", "mode": "element", "path": "operator"}),
+    "foreachbatch": ("foreachBatch + re-read + broadcast var + mapInPandas", ("W1", "W2", "W4"),
+                     {"op": "foreachbatch_streamed"}),
+    "tws": ("transformWithStateInPandas counter (Spark-native)", ("W3",),
+            {"op": "tws_counter"}),
+}
+
+MODES = {
+    "quick": {"per_batch": 100_000, "batches": 3, "repeats": 1, "workloads": ("W1", "W3")},
+    "full": {"per_batch": 500_000, "batches": 8, "repeats": 2,
+             "workloads": ("W1", "W2", "W3", "W4")},
+}
+
+
+def measure(spark: Any, mode: str, timeout: float, log: Any,
+            workloads: set[str] | None = None, systems: set[str] | None = None) -> dict:
+    """Run every system of every workload; ``{workload: {system: {"runs": [...], ...}}}``."""
+    config = MODES[mode]
+    n = config["per_batch"] * config["batches"]
+    results: dict[str, dict[str, Any]] = {}
+    for workload in config["workloads"]:
+        if workloads is not None and workload not in workloads:
+            continue
+        names = [s for s, (_, w, _) in SYSTEMS.items()
+                 if workload in w and (systems is None or s in systems)]
+        runs: dict[str, list[dict]] = {s: [] for s in names}
+        for repeat in range(config["repeats"]):
+            for name in names if repeat % 2 == 0 else names[::-1]:
+                job = {**SYSTEMS[name][2], "workload": workload, "n": n,
+                       "per_batch": config["per_batch"]}
+                result = spark.call(job, timeout)
+                runs[name].append(result)
+                log(f"streamed {workload} {name:17s} n={n:>9,} "
+                    + (f"{result['seconds']:.2f} s, {result.get('batches')} micro-batches"
+                       if result.get("ok") else f"FAILED: {result.get('error', '')[:200]}"))
+        results[workload] = {name: _summary(r, n) for name, r in runs.items()}
+    return {"n": n, **config, "workloads": results}
+
+
+def _summary(runs: list[dict], n: int) -> dict:
+    good = [r["seconds"] for r in runs if r.get("ok")]
+    if not good:
+        return {"error": next((r.get("error") for r in runs), "no run")}
+    return {"seconds": good, "rate": n / min(good),
+            "batches": next(r.get("batches") for r in runs if r.get("ok"))}
+
+
+def prepare(mode: str, workloads: set[str]) -> None:
+    """Generate the inputs before anything is timed."""
+    import data
+
+    config = MODES[mode]
+    for workload in config["workloads"]:
+        if workload in workloads:
+            data.events_mtimes_ordered(workload, config["per_batch"] * config["batches"])
+            data.broadcast_updates_dir(workload, config["batches"])
+
+
+def rate(results: dict, workload: str, system: str) -> float | None:
+    entry = results.get("streamed", {}).get("workloads", {}).get(workload, {}).get(system, {})
+    return entry.get("rate")
+
+
+def targets(results: dict, ratio: Any, verdict: Any) -> list[tuple[str, str, str]]:
+    rows = []
+    for workload in ("W1", "W2", "W4"):
+        b, fb = rate(results, workload, "streamed-batch"), rate(results, workload, "foreachbatch")
+        ok = None if not (b and fb) else b >= 0.8 * fb
+        rows.append((f"{workload} streamed process_batch ≥ 0.8x foreachBatch", ratio(b, fb),
+                     verdict(ok)))
+    for workload in ("W1", "W2", "W4"):
+        new = rate(results, workload, "streamed-element")
+        old = rate(results, workload, "operator-element")
+        ok = None if not (new and old) else new >= 2 * old
+        rows.append((f"{workload} streamed per-element ≥ 2x the operator path's", ratio(new, old),
+                     verdict(ok)))
+    mine, native = rate(results, "W3", "operator-element"), rate(results, "W3", "tws")
+    ok = None if not (mine and native) else mine >= native
+    rows.append(("W3 keyed ≥ Spark-native transformWithStateInPandas", ratio(mine, native),
+                 verdict(ok)))
+    return rows
+
+
+def table(results: dict, fmt_rate: Any) -> str:
+    streamed = results.get("streamed")
+    if not streamed:
+        return ""
+    lines = [f"## Streamed broadcast side, {streamed['batches']} micro-batches of "
+             f"{streamed['per_batch']:,} events", "",
+             "| workload | system | micro-batches | runs (s) | events/s (best) |",
+             "|---|---|---:|---|---:|"]
+    for workload, systems in streamed["workloads"].items():
+        for name, entry in systems.items():
+            label = SYSTEMS[name][0]
+            if entry.get("error"):
+                lines.append(f"| {workload} | {label} | — | failed: "
+                             f"{str(entry['error'])[:80]} | — |")
+                continue
+            runs = " / ".join(f"{s:.1f}" for s in entry["seconds"])
+            lines.append(f"| {workload} | {label} | {entry['batches']} | {runs} | "
+                         f"{fmt_rate(entry['rate'])} |")
+    return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""The streamed-broadcast path (``streamed.py``): a non-keyed function over a broadcast side read
+as a stream, run by ``write_stream`` as one ``foreachBatch`` query.
+
+It must be chosen exactly where it gives the operator's results, run without a shuffle or a
+state store, give the harness's outputs (per element and ``process_batch``; side outputs,
+outputs of ``process_broadcast_element``, dead letters and malformed input included), and stay
+exactly-once when a micro-batch is replayed, before or after its output was committed. The
+SIGKILL test (``test_fault_injection.py``) runs it too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pandas as pd
+import pytest
+
+from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.spark import Stream, read_output
+from sparkcast.testing import BroadcastHarness
+from tests.spark.corpus import BATCH, ENRICH
+from tests.spark.differential import (
+    canon,
+    harness_outputs,
+    process,
+    read_stream,
+    write_batch_file,
+)
+from tests.spark.test_stateless import (
+    BIG,
+    FACTORS,
+    MAIN,
+    OUTPUT,
+    Announce,
+    KeyedScale,
+    Scale,
+    ScaleBatch,
+)
+
+pytestmark = pytest.mark.spark
+
+FACTOR_SCHEMA = "name string, factor double"
+EVENTS = [
+    [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(0, 30)],
+    [{"id": 30, "user": "u", "amount": -1.0}, '{"id": 31, "user": "u',
+     {"id": 32, "user": "v", "amount": 40.0}],
+    [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(33, 60)],
+]
+FACTOR_BATCHES = [  # the broadcast side changes between micro-batches
+    [{"name": "u", "factor": 10.0}, {"name": "v", "factor": 0.5}],
+    [],
+    [{"name": "v", "factor": 3.0}, {"name": "w", "factor": 2.0}],
+]
+PARALLELISM = 3
+
+
+def _write_inputs(base, batches):
+    for index in batches:
+        write_batch_file(base / "events", index, EVENTS[index])
+        write_batch_file(base / "factors", index, FACTOR_BATCHES[index])
+
+
+def _process(spark, base, function, **options):
+    events = Stream(read_stream(spark, MAIN, base / "events"))
+    factors = read_stream(spark, FACTOR_SCHEMA, base / "factors")
+    if isinstance(function, KeyedScale):
+        events = events.key_by("user")
+    return events.connect(Stream(factors).broadcast(FACTORS)).process(
+        function, OUTPUT, parallelism=PARALLELISM, side_outputs=[BIG], **options)
+
+
+def _run(result, base):
+    query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    assert query.exception() is None
+    return query
+
+
+def _read(spark, base):
+    out = str(base / "out")
+    return (Counter(tuple(r) for r in read_output(spark, out).collect()),
+            Counter(tuple(r) for r in read_output(spark, out, BIG).collect()),
+            Counter(r["callback"] for r in read_output(spark, out, "dead_letters").collect()))
+
+
+def _expected(function, batches=range(3)):
+    """The harness over the same micro-batches; what ``process_broadcast_element`` emits comes
+    once from each of the operator path's P subtasks."""
+    h = BroadcastHarness(function, broadcast_descriptors=[FACTORS], on_error="dead_letter")
+    h.open()
+    for index in batches:
+        rows = [r for r in EVENTS[index] if isinstance(r, dict)]
+        main = pd.DataFrame(rows) if isinstance(function, ScaleBatch) else rows
+        h.process_micro_batch(main, FACTOR_BATCHES[index])
+    main = Counter(_rows(h.output()))
+    big = Counter()
+    for value in h.side_output(BIG):
+        big[tuple(value)] += PARALLELISM if value[0] == 0 else 1
+    letters = Counter(d.callback for d in h.dead_letters())
+    letters["input"] += 1  # the malformed line
+    return main, big, letters
+
+
+def _rows(values):
+    return [tuple(v.values()) if isinstance(v, dict) else tuple(v) for v in values]
+
+
+def _drop(directory, batch):
+    """Remove a log file (and Hadoop's checksum beside it), as if it was never written."""
+    for name in (str(batch), f".{batch}.crc"):
+        if (directory / name).exists():
+            os.remove(directory / name)
+
+
+def _logged(directory):
+    return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
+
+
+# --------------------------------------------------------------------------- the path chosen
+
+
+@pytest.mark.parametrize("function, options, path", [
+    (Scale(), {}, "streamed"),
+    (ScaleBatch(), {}, "streamed"),
+    (Announce(), {}, "streamed"),
+    (KeyedScale(), {}, "operator"),
+    (Scale(), {"hold_until_ready": [FACTORS]}, "operator"),
+    (Scale(), {"time_alignment": "event", "event_time": "id"}, "operator"),
+], ids=["element", "batch", "broadcast-outputs", "keyed", "hold_until_ready", "event-aligned"])
+def test_the_path_is_chosen_where_it_gives_the_operators_results(
+        spark, tmp_path, function, options, path):
+    _write_inputs(tmp_path, [0])
+    if "event_time" in options:  # both sides need the event-time column
+        write_batch_file(tmp_path / "factors", 0, [{"name": "u", "factor": 1.0, "id": 0}])
+        factors = read_stream(spark, FACTOR_SCHEMA + ", id long", tmp_path / "factors")
+        events = Stream(read_stream(spark, MAIN, tmp_path / "events"))
+        result = events.connect(Stream(factors).broadcast(FACTORS)).process(
+            function, OUTPUT, parallelism=2, **options)
+    else:
+        result = _process(spark, tmp_path, function, **options)
+    assert result.plan.path == path
+    # result.main stays a streaming DataFrame: the operator's on this path
+    assert result.main.isStreaming
+    assert "TransformWithState" in result.main._jdf.queryExecution().analyzed().toString()
+
+
+# --------------------------------------------------------------- outputs, restarts, replays
+
+
+@pytest.mark.parametrize("function", [Announce(), ScaleBatch()], ids=["element", "batch"])
+def test_outputs_equal_the_harness_across_a_restart_without_shuffle_or_state(
+        spark, tmp_path, caplog, function):
+    _write_inputs(tmp_path, [0, 1])
+    result = _process(spark, tmp_path, function)
+    assert result.plan.path == "streamed"
+    with caplog.at_level("WARNING", logger="sparkcast"):
+        query = _run(result, tmp_path)
+    assert "StateStore" not in query._jsq.explainInternal(False)
+    assert _read(spark, tmp_path) == _expected(type(function)(), [0, 1])
+    # batch 1's dead letters (the malformed line, the negative amount) are not silent
+    warned = [r.getMessage() for r in caplog.records if "micro-batch 1:" in r.getMessage()]
+    assert len(warned) == 1 and "input 1" in warned[0], caplog.text
+    _write_inputs(tmp_path, [2])  # the broadcast side changes, then the query restarts
+    _run(_process(spark, tmp_path, type(function)()), tmp_path)
+    assert _read(spark, tmp_path) == _expected(type(function)())
+    # only the snapshots a replay of the next batch could need are kept
+    assert _logged(tmp_path / "checkpoint" / "sparkcast" / "broadcast") == [0, 2]
+
+
+def test_a_replayed_batch_is_written_once_whether_or_not_its_output_committed(spark, tmp_path):
+    _write_inputs(tmp_path, [0, 1, 2])
+    _run(_process(spark, tmp_path, Scale()), tmp_path)
+    expected = _expected(Scale())
+    assert _read(spark, tmp_path) == expected
+    commits, log = tmp_path / "checkpoint" / "commits", tmp_path / "out" / "_spark_metadata"
+    last = _logged(commits)[-1]
+    assert last == 2
+    # killed between the output's commit and the checkpoint's: the replay skips the batch
+    _drop(commits, last)
+    _run(_process(spark, tmp_path, Scale()), tmp_path)
+    assert _read(spark, tmp_path) == expected
+    # killed before the output's commit: the replay rewrites the batch (from the snapshot of
+    # batch 0, its own is rewritten); the first attempt's files are in no log file
+    _drop(commits, last)
+    _drop(log, last)
+    _run(_process(spark, tmp_path, Scale()), tmp_path)
+    assert _read(spark, tmp_path) == expected
+    assert _logged(log) == [0, 1, 2]
+
+
+def test_the_corpus_matches_the_harness_on_the_streamed_path(spark, tmp_path):
+    for program in (ENRICH, BATCH):
+        base = tmp_path / program.name
+        for index, (bcast, main) in enumerate(program.batches):
+            write_batch_file(base / "main", index, main)
+            write_batch_file(base / "bcast", index, bcast)
+        result = process(program, read_stream(spark, program.main_schema, base / "main"),
+                         read_stream(spark, program.broadcast_schema, base / "bcast"), 4)
+        assert result.plan.path == "streamed"
+        _run(result, base)
+        written = Counter(canon(r.asDict()) for r in read_output(spark, str(base / "out"))
+                          .collect())
+        assert written == harness_outputs(program)["main"], program.name
+
+
+def test_a_checkpoint_of_one_path_is_refused_by_the_other(spark, tmp_path):
+    _write_inputs(tmp_path, [0])
+    _run(_process(spark, tmp_path, Scale()), tmp_path)
+    operator = _process(spark, tmp_path, Scale(), hold_until_ready=[FACTORS])
+    assert operator.plan.path == "operator"
+    with pytest.raises(IncompatibleCheckpointError, match='path: the checkpoint has "streamed"'):
+        operator.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"))
+    # a checkpoint holding operator state (a query the user started on result.main)
+    os.makedirs(tmp_path / "other" / "state")
+    with pytest.raises(IncompatibleCheckpointError, match="holds the stateful operator's state"):
+        _process(spark, tmp_path, Scale()).write_stream(str(tmp_path / "out2"),
+                                                        str(tmp_path / "other"))
