@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import pyarrow.parquet as pq
 
 from sparkcast.apps.base import App
+from sparkcast.spark.layout import METRICS
 
 INTERNAL = ("_ts", "_payload", "_output")
 
@@ -81,6 +82,8 @@ class OutputTracker:
             self.seen_files.add(location)
             local = Path(unquote(urlparse(location).path))
             name = local.parent.name.removeprefix("_output=")
+            if name == METRICS:  # the subtasks' metrics rows: the progress reports show them
+                continue
             found.append((name, _rows(pq.read_table(local).to_pylist(), name == "main")))
         return found
 

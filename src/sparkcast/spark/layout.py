@@ -29,6 +29,10 @@ TS = "_ts"
 PAYLOAD = "_payload"
 OUTPUT = "_output"
 MAIN = "main"
+#: the tag of the one row per subtask and call that carries its metrics (JSON in ``_payload``;
+#: ``core/batch_metrics.py``); every accessor of ``ProcessResult`` filters it out, the
+#: observation in ``observe.py`` reads it, ``write_stream`` writes it under ``_output=_metrics``
+METRICS = "_metrics"
 #: column names of the tagged frame and of ``write_stream``'s files: no output field may use them
 RESERVED = (TAG, TS, PAYLOAD, OUTPUT)
 

@@ -24,13 +24,17 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
 from sparkcast.core.records import DEAD_LETTERS
-from sparkcast.spark.layout import PAYLOAD, TAG
+from sparkcast.spark.layout import METRICS, PAYLOAD, TAG
 
 OBSERVATION = "sparkcast"
 #: the callbacks whose dead letters are counted apart (``input``: malformed input lines;
 #: ``output``: outputs that do not match their schema)
 CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", "on_timer",
              "process_batch")
+
+#: the subtasks' built-in counts summed in the observation (``core/batch_metrics.py``)
+SUMMED = (("events_main", "long"), ("events_broadcast", "long"), ("broadcast_applied", "long"),
+          ("held", "long"), ("timers_fired", "long"), ("callback_ms", "double"))
 
 log = logging.getLogger("sparkcast")
 _LISTENING: set[int] = set()
@@ -47,18 +51,36 @@ def observed(tagged: DataFrame, name: str) -> DataFrame:
     listen(tagged.sparkSession)
     tag = F.col(TAG)
     letter = tag == F.lit(DEAD_LETTERS.tag_id)
+    report = tag == F.lit(METRICS)
     callback = F.get_json_object(F.col(PAYLOAD), "$.callback")
     metrics: list[Column] = [
         F.count(F.when(tag.isNull(), 1)).alias("main_rows"),
-        F.count(F.when(tag.isNotNull() & ~letter, 1)).alias("side_output_rows"),
+        F.count(F.when(tag.isNotNull() & ~letter & ~report, 1)).alias("side_output_rows"),
         F.count(F.when(letter, 1)).alias("dead_letters"),
         *[F.count(F.when(letter & (callback == F.lit(name)), 1)).alias(f"dead_letters_{name}")
           for name in CALLBACKS],
         F.min(F.when(letter, F.concat_ws(": ", callback,
                                           F.get_json_object(F.col(PAYLOAD), "$.error"))))
         .alias("first_dead_letter"),
+        *[F.sum(F.when(report, F.get_json_object(F.col(PAYLOAD), f"$.{field}").cast(kind)))
+          .alias(field) for field, kind in SUMMED],
+        F.max(F.when(report, F.get_json_object(F.col(PAYLOAD), "$.effect_latency_ms")
+                     .cast("double"))).alias("effect_latency_ms"),
+        _summed_map(report, "$.outputs").alias("outputs"),
+        _summed_map(report, "$.user.counters").alias("user_counters"),
+        F.collect_list(F.when(report, F.col(PAYLOAD))).alias("subtask_reports"),
     ]
     return tagged.observe(name, *metrics)
+
+
+def _summed_map(report: Column, path: str) -> Column:
+    """The ``map<string,bigint>`` at ``path`` of the metrics rows, summed key by key (the names
+    are the user's, so they cannot be columns of their own)."""
+    maps = F.collect_list(F.when(report, F.from_json(F.get_json_object(F.col(PAYLOAD), path),
+                                                     "map<string,bigint>")))
+    return F.aggregate(maps, F.create_map().cast("map<string,bigint>"), lambda total, more: (
+        F.map_zip_with(total, more, lambda _, a, b: F.coalesce(a, F.lit(0))
+                       + F.coalesce(b, F.lit(0)))))
 
 
 def listen(spark: SparkSession) -> None:

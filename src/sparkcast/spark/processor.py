@@ -26,9 +26,10 @@ from sparkcast.core.engine import SubtaskEngine, fresh_function
 from sparkcast.core.records import BroadcastElement
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.rows import OutputEncoder, main_input, rows_of
+from sparkcast.spark.rows import OutputEncoder, main_input, rows_of, to_pandas
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from sparkcast.spark.stateless import apply_static_broadcast
+from sparkcast.spark.worker_metrics import metrics_table
 
 _ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
 _BLOB = 4  # columns: _subtask, _side, _ts, _seq, _blob, then _order and b_0 … (broadcast rows)
@@ -73,9 +74,11 @@ class BroadcastProcessor(StatefulProcessor):
         broadcast, main, timestamps, keys = self._split(frame, engine)
         engine.run_micro_batch(broadcast, main, timestamps, keys, watermark=watermark,
                                processing_time=now)
+        engine.meter.finish()
         engine.flush()
         self._sync_spark_timer(engine)
         yield from self.encoder.encode(engine.take_outputs(), subtask)
+        yield to_pandas(metrics_table(engine, self.encoder, subtask, len(main), len(broadcast)))
 
     def _engine(self, subtask: int) -> SubtaskEngine:
         plan = self.plan
@@ -90,6 +93,7 @@ class BroadcastProcessor(StatefulProcessor):
             _ENGINES[(plan.pipeline_id, subtask)] = engine
         else:
             engine.take_outputs()
+        engine.meter.begin()
         engine.bind(backend)
         if plan.static_broadcast and engine.broadcast_version == "":
             apply_static_broadcast(engine, plan)
