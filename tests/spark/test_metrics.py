@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from sparkcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction, MapStateDescriptor
+from sparkcast import (
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
 from sparkcast.monitoring.progress import batch_record
 from sparkcast.spark import Stream
 from tests.spark.differential import read_stream, write_batch_file
@@ -23,6 +28,7 @@ class Serve(KeyedBroadcastProcessFunction):
         self.scores = self.group.histogram("score")
         self.seen = 0
         self.group.gauge("seen", lambda: self.seen)
+        self.per_user = runtime_context.get_state(ValueStateDescriptor("per_user", int))
 
     def process_broadcast_element(self, value, ctx):
         ctx.get_broadcast_state(MODELS).put("current", value["version"])
@@ -32,6 +38,7 @@ class Serve(KeyedBroadcastProcessFunction):
         self.group.add_group("version", str(version)).counter("predictions").inc()
         self.scores.update(value["id"] % 10)
         self.seen += 1
+        self.per_user.update((self.per_user.value() or 0) + 1)
         yield value["id"], version
 
 

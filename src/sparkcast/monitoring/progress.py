@@ -15,6 +15,10 @@ from typing import Any
 from sparkcast.monitoring.merge import merge_reports
 
 OBSERVATION = "sparkcast"
+#: the callbacks whose dead letters are counted apart (``input``: malformed input lines;
+#: ``output``: outputs that do not match their schema)
+CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", "on_timer",
+             "process_batch")
 #: the observation's plain columns, copied into each operator's record
 OBSERVED = ("main_rows", "side_output_rows", "dead_letters", "first_dead_letter")
 

@@ -9,6 +9,7 @@ from sparkcast.spark.dependency import require_pyspark
 
 require_pyspark()
 
+from sparkcast.spark.prometheus import metrics_url, serve_metrics  # noqa: E402
 from sparkcast.spark.result import DEAD_LETTER_SCHEMA, ProcessResult  # noqa: E402
 from sparkcast.spark.session import session  # noqa: E402
 from sparkcast.spark.sink import read_output  # noqa: E402
@@ -26,6 +27,8 @@ __all__ = [
     "KeyedStream",
     "ProcessResult",
     "Stream",
+    "metrics_url",
     "read_output",
+    "serve_metrics",
     "session",
 ]

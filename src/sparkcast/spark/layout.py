@@ -40,6 +40,8 @@ DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, 
                       "timestamp long, subtask int")
 
 MANIFEST = "_sparkcast_outputs.json"
+#: beside ``write_stream``'s data: one merged record per micro-batch (monitoring/progress.py)
+PROGRESS_LOG = "_sparkcast_progress.jsonl"
 
 
 def check_reserved(names: Iterable[str], what: str = "output_schema") -> None:
@@ -112,6 +114,15 @@ def write_manifest(path: str, main: str, side_outputs: dict[str, str | None]) ->
     os.makedirs(local, exist_ok=True)
     with open(os.path.join(local, MANIFEST), "w", encoding="utf-8") as out:
         json.dump({"main": main, "side_outputs": side_outputs}, out, indent=1)
+
+
+def progress_log_path(path: str) -> str | None:
+    """Where a ``write_stream`` query's progress log goes (local paths only)."""
+    if "://" in path and not path.startswith("file:"):
+        return None
+    local = path.removeprefix("file:")
+    os.makedirs(local, exist_ok=True)
+    return os.path.join(local, PROGRESS_LOG)
 
 
 def read_manifest(path: str) -> dict[str, Any] | None:

@@ -5,7 +5,9 @@ One query writes the operator's tagged frame with Spark's own file sink, partiti
 file sink is exactly-once (its ``_spark_metadata`` log commits each micro-batch's files
 atomically; readers see only committed files) and costs one Spark job per micro-batch. A
 manifest beside the data records the side outputs' schemas, so ``read_output`` returns typed
-columns, and refuses an output it cannot type.
+columns, and refuses an output it cannot type. The subtasks' ``_metrics`` rows land under
+``_output=_metrics``, and the driver's listener appends each micro-batch's merged record to
+``<path>/_sparkcast_progress.jsonl`` (for ``sparkcast view`` and ``sparkcast report``).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from sparkcast.spark.layout import (
     PAYLOAD,
     RESERVED,
     TAG,
+    progress_log_path,
     read_manifest,
     write_manifest,
 )
+from sparkcast.spark.observe import PROGRESS_LOGS
 
 if TYPE_CHECKING:
     from sparkcast.spark.result import ProcessResult
@@ -53,7 +57,11 @@ def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, 
         stream = stream.queryName(query_name)
     if trigger:
         stream = stream.trigger(**trigger)
-    return stream.start()
+    query = stream.start()
+    log = progress_log_path(path)
+    if log is not None:
+        PROGRESS_LOGS[str(query.id)] = log
+    return query
 
 
 def read_output(spark: Any, path: str, output: str | OutputTag = "main",
