@@ -60,3 +60,26 @@ def test_bad_arguments_exit_with_usage(argv, capsys):
 def test_the_demo_defaults_to_the_flagship():
     args = build_parser().parse_args(["demo"])
     assert (args.app, args.parallelism, args.max_files_per_trigger) == ("fraud", 4, 1)
+
+
+def test_run_takes_a_master_a_packed_environment_and_spark_settings(tmp_path, monkeypatch):
+    from sparkcast.cli import session_settings
+    from sparkcast.errors import PipelineError
+
+    argv = ["run", "fraud", "--events", "e", "--broadcast", "b", "--output", "o",
+            "--checkpoint", "hdfs://nn/cp", "--master", "spark://10.0.0.1:7077",
+            "--archive", "env.tar.gz", "--conf", "spark.executor.memory=2g"]
+    args = build_parser().parse_args(argv)
+    assert (args.master, args.checkpoint) == ("spark://10.0.0.1:7077", "hdfs://nn/cp")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PipelineError, match="tar -xzf env.tar.gz -C environment"):
+        session_settings(args)  # the driver needs the environment unpacked beside it
+    (tmp_path / "environment" / "bin").mkdir(parents=True)
+    (tmp_path / "environment" / "bin" / "python").touch()
+    assert session_settings(args) == {
+        "spark.executor.memory": "2g", "spark.archives": "env.tar.gz#environment",
+        "spark.pyspark.python": "./environment/bin/python",
+        "spark.executorEnv.PYSPARK_PYTHON": "./environment/bin/python"}
+    bad = build_parser().parse_args(argv[:-1] + ["no-equals-sign"])
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        session_settings(bad)

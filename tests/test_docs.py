@@ -58,10 +58,19 @@ RUN = [block for block in ALL if block.no_run is None]
 _NAMESPACES: dict[Path, dict[str, Any]] = {}
 
 
+# a page of commands for machines this one is not (clusters, brokers): its blocks may not run
+FOR_OTHER_MACHINES = ("deploy.md",)
+REASON = re.compile(r"^(needs|not tested here|builds|would)\b")
+
+
 def test_blocks_are_found_and_skips_are_rare():
     assert len(ALL) >= 5
-    skipped = [b.id for b in ALL if b.no_run]
-    assert len(skipped) <= len(ALL) // 3, f"too many no-run blocks: {skipped}"
+    skipped = [b for b in ALL if b.no_run]
+    unexplained = [b.id for b in skipped if not REASON.match(b.no_run or "")]
+    assert not unexplained, f"a no-run marker must say what is missing here: {unexplained}"
+    local = [b for b in ALL if b.page.name not in FOR_OTHER_MACHINES]
+    local_skipped = [b.id for b in local if b.no_run]
+    assert len(local_skipped) <= len(local) // 3, f"too many no-run blocks: {local_skipped}"
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])

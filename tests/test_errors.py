@@ -5,6 +5,7 @@ import pytest
 from sparkcast import errors
 from sparkcast.errors import (
     ContextError,
+    IncompatibleCheckpointError,
     KeyedStateError,
     OutputTypeError,
     PipelineError,
@@ -23,6 +24,7 @@ from sparkcast.errors import (
     ("error", "parents"),
     [
         (PipelineError, (SparkcastError, ValueError)),
+        (IncompatibleCheckpointError, (PipelineError, ValueError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),
@@ -42,7 +44,7 @@ def test_hierarchy(error, parents):
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     classes = [v for v in vars(errors).values()
                if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(classes) == 12
+    assert len(classes) == 13
     for cls in classes:
         assert cls.__name__ in errors.__doc__
 

@@ -5,6 +5,7 @@
     sparkcast demo [APP]                   generate data while the query runs, then a summary
     sparkcast generate APP --out DIR       events/, broadcast/ (and artifacts/) as JSON lines
     sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
+                  [--master URL] [--archive ENV.tar.gz] [--conf KEY=VALUE ...]
     sparkcast list                         the applications
 """
 
@@ -67,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--broadcast", type=Path, required=True, help="folder of broadcast files")
     run.add_argument("--output", type=Path, required=True,
                      help="output folder: <output>/<name>/batch_id=<n>/ (parquet)")
-    run.add_argument("--checkpoint", type=Path, required=True, help="checkpoint folder")
+    run.add_argument("--checkpoint", required=True,
+                     help="checkpoint folder or URI (hdfs://, s3a://, file:///shared/...)")
     run.add_argument("--artifacts", type=Path,
                      help="model artifact store (default: <broadcast>/../artifacts)")
     run.add_argument("--duration", type=float, help="stop after this many seconds")
@@ -75,6 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
                      help="process what the folders hold now, then stop")
     run.add_argument("--trigger-seconds", type=float, default=1.0,
                      help="micro-batch interval (default 1)")
+    run.add_argument("--master", help="Spark master (default local[2]; spark://host:7077, "
+                                      "yarn, k8s://...); see docs/deploy.md")
+    run.add_argument("--archive", metavar="ENV.tar.gz",
+                     help="a packed Python environment with sparkcast, shipped to the "
+                          "executors as ./environment (also unpack it here, see docs/deploy.md)")
+    run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                     help="a Spark setting (repeatable), as spark-submit's --conf")
     _run_options(run)
 
     commands.add_parser("list", help="list the applications",
@@ -133,14 +142,45 @@ def _demo(args: argparse.Namespace, settings: object) -> int:
     return 0 if report.ok else 1
 
 
+def session_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The Spark settings of ``run``'s --conf and --archive options."""
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key] = value
+    if args.archive:
+        from sparkcast.spark.shipping import packed_environment_conf
+
+        conf.update(packed_environment_conf(args.archive))
+    return conf
+
+
+def _session(args: argparse.Namespace, parallelism: int) -> object:
+    """A session on ``--master`` with the shipping settings; None: the runner's local one."""
+    if not (args.master or args.archive or args.conf):
+        return None
+    import os
+
+    from sparkcast.spark import session
+    from sparkcast.spark.shipping import PYTHON
+
+    conf = {"spark.sql.shuffle.partitions": str(parallelism), **session_settings(args)}
+    if args.archive:  # this driver's own Python runners use the shipped environment too
+        os.environ["PYSPARK_PYTHON"] = PYTHON
+    return session(args.master or "local[2]", "sparkcast-" + args.app, conf=conf)
+
+
 def _run(args: argparse.Namespace, settings: object) -> int:
     from sparkcast.apps.runner import run_app
 
+    spark = _session(args, args.parallelism)
     settings.trigger_seconds = args.trigger_seconds  # type: ignore[attr-defined]
     settings.available_now = args.available_now  # type: ignore[attr-defined]
     settings.duration = args.duration  # type: ignore[attr-defined]
     report = run_app(get_app(args.app), args.events, args.broadcast, args.output,
-                     args.checkpoint, artifacts=args.artifacts,
+                     args.checkpoint, artifacts=args.artifacts, spark=spark,
                      settings=settings,  # type: ignore[arg-type]
                      out=sys.stdout if not args.no_view else _Quiet())
     print("\n".join(report.lines))

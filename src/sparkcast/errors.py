@@ -7,6 +7,7 @@ Each subclass also inherits the built-in exception a Python user would expect, s
 
     SparkcastError
     ├── PipelineError (ValueError)          a pipeline or option is invalid; raised on the driver
+    │   └── IncompatibleCheckpointError     a restart whose layout the checkpoint cannot serve
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)  a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)    a descriptor that was never declared
@@ -30,6 +31,12 @@ class SparkcastError(Exception):
 
 class PipelineError(SparkcastError, ValueError):
     """A pipeline, descriptor or option is invalid; found when the pipeline is built."""
+
+
+class IncompatibleCheckpointError(PipelineError):
+    """A restart changes what the checkpoint's state or outputs depend on (parallelism, state
+    buckets, output schema, ...); raised before any batch runs, naming the old and new value and
+    what to do instead (docs/operations.md)."""
 
 
 class StateError(SparkcastError):

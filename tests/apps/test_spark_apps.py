@@ -4,10 +4,12 @@ suite short; segments runs through the CLI, twice, restarting from its checkpoin
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sparkcast.apps import get_app
-from sparkcast.apps.base import write_drops
+from sparkcast.apps.base import Drop, write_drops
 from sparkcast.apps.live import Progress
 from sparkcast.apps.outputs import OutputTracker
 from sparkcast.apps.wiring import start
@@ -38,7 +40,7 @@ class _Runs(dict):
         app = get_app(name)
         root = self.factory.mktemp(name)
         module = __import__(app.make_function.__module__, fromlist=["generate"])
-        write_drops(root, module.generate(7, **SIZES[name]))
+        write_drops(root, _with_bad_inputs(module.generate(7, **SIZES[name])))
         query = start(app, self.spark, root / "events", root / "broadcast", root / "output",
                       root / "checkpoint", artifacts=root / "artifacts", parallelism=2,
                       max_files_per_trigger=1, trigger={"availableNow": True})
@@ -50,6 +52,30 @@ class _Runs(dict):
         tracker.scan()
         self[name] = (tracker, progress)
         return self[name]
+
+
+def _with_bad_inputs(drops: list[Drop]) -> list[Drop]:
+    """The update files, with inputs that once escaped the rejection outputs added: a rule
+    nested too deep, an integer literal beyond int64; a model at a ``..`` path with the sha256
+    of product v2, which the workers have cached (once accepted from the cache), and a model
+    with a NUL byte in its path."""
+    cached = [r["sha256"] for d in drops if d.name == "models-001.json" for r in d.rows]
+    changed = []
+    for drop in drops:
+        if drop.name == "rules-001.json":
+            deep = {"seq": 120, "op": "upsert", "rule_id": "deep", "action": "BLOCK",
+                    "condition": "(" * 300 + "amount > 1" + ")" * 300}
+            huge = {**deep, "seq": 121, "rule_id": "huge",
+                    "condition": "mcc * 99999999999999999999 > 0"}
+            drop = replace(drop, rows=(*drop.rows, deep, huge))
+        elif drop.name == "models-002.json":
+            (v3,) = drop.rows
+            escape = {**v3, "seq": 21, "version": 4, "path": "../product-v2.npz",
+                      "sha256": cached[0]}
+            nul = {**v3, "seq": 22, "version": 5, "path": "product-v2.npz\0"}
+            drop = replace(drop, rows=(v3, escape, nul))
+        changed.append(drop)
+    return changed
 
 
 def check_switch(tracker: OutputTracker, progress: Progress, versions: int) -> int:
@@ -67,7 +93,7 @@ def test_fraud_on_spark(runs):
     tracker, progress = runs["fraud"]
     assert len(progress.batches) == 4 and progress.events_in() == 160
     assert tracker.counts["main"] + tracker.counts["review"] == 160
-    assert tracker.counts["invalid_rules"] == 1
+    assert tracker.counts["invalid_rules"] == 3  # broken, deep, huge
     assert tracker.counts.get("dead_letters", 0) == 0
     check_switch(tracker, progress, versions=2)
     assert [v for v, _ in tracker.switches()] == [3, 6]
@@ -77,7 +103,8 @@ def test_model_serving_on_spark(runs):
     tracker, progress = runs["models"]
     assert tracker.counts["main"] == 160 and tracker.counts.get("dead_letters", 0) == 0
     assert [v for v, _ in tracker.switches()] == ["product-v1+user-v1", "product-v2+user-v1"]
-    assert tracker.counts["rejected_models"] == 1  # v3: sha256 mismatch, v2 stays active
+    # v3: sha256 mismatch; v4: outside the store (its hash cached); v5: NUL byte. v2 stays
+    assert tracker.counts["rejected_models"] == 3
     assert progress.broadcast_batches() == [0, 1, 2]
     version, seen = tracker.switches()[-1]
     assert set(seen.values()) == {1} and set(seen) == {0, 1}

@@ -4,6 +4,7 @@ the query's progress and logged once per micro-batch whatever the user consumes.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -78,6 +79,8 @@ def test_nan_infinities_and_negative_zero_read_back_exactly_main_and_side(spark,
     errors = " | ".join(r["error"] for r in letters)
     assert "side output 'floats'" in errors and "side_outputs=[OutputTag('undeclared'" in errors
     assert all(r["timestamp"] is None or isinstance(r["timestamp"], int) for r in letters)
+    users = {f"u{i}" for i in range(1, 6)}  # an output's dead letter names its element's key
+    assert all(json.loads(r["key"]) in users for r in letters), [r["key"] for r in letters]
     with pytest.raises(PipelineError, match="cannot type output 'undeclared'"):
         read_output(spark, out, "undeclared")
 
@@ -89,6 +92,7 @@ def test_the_harness_checks_outputs_with_the_same_code(spark):
     harness.process_element({"id": 5, "user": "u"})
     assert harness.output() == [(5, 1.5)] and harness.side_output(FLOATS) == [(5, 1.5)]
     assert [letter.callback for letter in harness.dead_letters()] == ["output"] * 3
+    assert [letter.key for letter in harness.dead_letters()] == ["u"] * 3
 
 
 class Raising(BroadcastProcessFunction):

@@ -77,7 +77,8 @@ def test_the_endpoint_serves_names_labels_and_values(scrape):
                       descriptor="models", **q) == 1
         assert _value(samples, "sparkcast_held_elements", subtask=subtask, **q) == 0
     versions = {dict(labels)["version"] for name, labels in samples
-                if name == "sparkcast_broadcast_version_info"}
+                if name == "sparkcast_broadcast_version_info"
+                and dict(labels)["query"] == "prom_q"}
     assert len(versions) == 1  # both subtasks hold the same version chain
     assert _value(samples, "sparkcast_batches_total", query="prom_q") >= 2
     # 5 users, each written in both batches: 5 keys per batch, bytes counted

@@ -14,6 +14,7 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.core import SubtaskEngine
+from sparkcast.core.records import OutputRecord
 from sparkcast.spark import state as spark_state
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from tests.fake_spark_state import FakeHandle
@@ -58,7 +59,7 @@ def batch(engine: SubtaskEngine, handle: FakeHandle, values: list[str], now: int
     engine.bind(SparkStateBackend(states, pipeline, buckets=8, blob_dir="/tmp/unused"))
     engine.run_micro_batch([], values, None, values, processing_time=now)
     engine.flush()
-    return [value for _, value, _, _ in engine.take_outputs()]
+    return [OutputRecord._make(r).value for r in engine.take_outputs()]
 
 
 def test_state_survives_a_new_engine_and_buckets_bound_the_state_calls():
@@ -105,7 +106,7 @@ def test_a_list_mutated_in_place_is_written_back():
         engine.open()
         engine.run_micro_batch([], values, None, ["k"] * len(values))
         engine.flush()
-        return [value for _, value, _, _ in engine.take_outputs()]
+        return [OutputRecord._make(r).value for r in engine.take_outputs()]
 
     assert run(["a"], "p1") == [(["a"], 1)]
     assert run(["b", "c"], "p2") == [(["a", "b"], 2), (["a", "b", "c"], 3)]

@@ -9,8 +9,10 @@ transactions is decided with pandas, rule by rule, in a few vectorized steps.
 Decision per transaction: a matching ALLOW rule wins (allow-lists), then BLOCK, then REVIEW;
 no match is ALLOW with no rule. BLOCK and ALLOW decisions go to the main output, REVIEW to the
 ``review`` side output, so main + review hold exactly one row per transaction. A rule that does
-not parse or type-check goes to ``invalid_rules`` with the error, and the rule set (and its
-version) stays as it was.
+not parse or type-check (too deep, an integer literal beyond int64, ...) goes to
+``invalid_rules`` with the error, and the rule set (and its version) stays as it was. A rule
+whose integer arithmetic overflows on a transaction cannot decide it: that transaction becomes a
+dead letter naming the rule (never a decision computed from a wrapped number).
 """
 
 from __future__ import annotations
@@ -48,13 +50,19 @@ OUTPUT_SCHEMA = ("tx_id string, card_id string, amount double, action string, ru
 
 def validate_rule(value: Any) -> tuple[str, str, str]:
     """``(rule_id, condition, action)`` of an upsert; raises RuleError when it is unusable."""
-    rule_id, condition, action = value["rule_id"], value["condition"], value["action"]
+    try:
+        rule_id, condition, action = value["rule_id"], value["condition"], value["action"]
+    except (KeyError, TypeError) as exc:
+        raise RuleError(f"a rule needs rule_id, condition and action ({exc})", repr(value)) from exc
     if not rule_id:
         raise RuleError("a rule needs a rule_id", str(condition))
     if action not in ACTIONS:
         raise RuleError(f"action must be one of {', '.join(ACTIONS)}, not {action!r}",
                         str(condition))
-    compile_rule(condition, TRANSACTION_FIELDS)
+    try:
+        compile_rule(condition, TRANSACTION_FIELDS)
+    except RecursionError as exc:  # the parser bounds nesting; this is the last line of defence
+        raise RuleError("rule is nested too deeply", str(condition)[:80]) from exc
     return rule_id, condition, action
 
 
@@ -93,7 +101,7 @@ class FraudRules(BroadcastProcessFunction):
             return
         try:
             rule_id, condition, action = validate_rule(value)
-        except (RuleError, KeyError) as exc:
+        except RuleError as exc:
             if self.subtask != 0:  # every subtask rejects it; one reports it
                 return
             yield INVALID_RULES, {"rule_id": value.get("rule_id"),

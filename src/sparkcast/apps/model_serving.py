@@ -102,7 +102,8 @@ class ModelServing(BroadcastProcessFunction):
             expected = PRODUCT_FEATURES if kind == "product" else USER_FEATURES
             if model.features != expected:
                 raise ModelError(f"features {list(model.features)} are not {list(expected)}")
-        except ModelError as exc:
+        except (ModelError, ValueError, TypeError, KeyError, OSError, RecursionError) as exc:
+            # anything that keeps a model from loading rejects it, with the reason
             if self.subtask != 0:  # every subtask rejects it; one reports it
                 return
             yield REJECTED, {"model": kind, "version": version, "reason": str(exc),

@@ -87,8 +87,8 @@ def from_json(text: str) -> LinearModel:
         features = tuple(str(f) for f in data["features"])
         weights = np.asarray(data["weights"], dtype=float)
         bias = float(data["bias"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"not a JSON linear model: {exc}") from exc
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise ModelError(f"not a JSON linear model: {type(exc).__name__}: {exc}") from exc
     return _checked(features, weights, bias, None)
 
 
@@ -133,20 +133,28 @@ _CACHE: dict[str, LinearModel] = {}  # sha256 → model, one per Python worker
 
 
 def resolve(root: str | Path, relative: str) -> Path:
-    """A model path inside the artifact root; a path that escapes the root is refused."""
-    base = Path(root).resolve()
-    target = (base / relative).resolve()
+    """A model path inside the artifact root; a path that escapes the root, or that is no path
+    at all (a NUL byte, not a string), is refused."""
+    if not isinstance(relative, str) or "\0" in relative or "\0" in str(root):
+        raise ModelError(f"model path {relative!r} is not a valid path")
+    try:
+        base = Path(root).resolve()
+        target = (base / relative).resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise ModelError(f"model path {relative!r} cannot be resolved: {exc}") from exc
     if base != target and base not in target.parents:
         raise ModelError(f"model path {relative!r} is outside the artifact store {str(base)!r}")
     return target
 
 
 def load_verified(root: str | Path, relative: str, expected_sha256: str) -> LinearModel:
-    """Load an .npz model from the store, checking its sha256 first; cached by that hash."""
+    """Load an .npz model from the store, checking its sha256 first; cached by that hash.
+    The path is checked before the cache: otherwise a worker that cached the hash accepts a
+    ``../..`` path that another refuses, and broadcast state differs by worker."""
+    path = resolve(root, relative)
     cached = _CACHE.get(expected_sha256)
     if cached is not None:
         return cached
-    path = resolve(root, relative)
     try:
         data = path.read_bytes()
     except OSError as exc:

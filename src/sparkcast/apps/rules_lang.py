@@ -133,8 +133,14 @@ class CompiledRule:
     _evaluate: Evaluator
 
     def evaluate(self, frame: pd.DataFrame) -> pd.Series:
-        """One boolean per row; a comparison with a missing value is False (SQL's NULL)."""
-        result = self._evaluate(frame)
+        """One boolean per row; a comparison with a missing value is False (SQL's NULL).
+        Integer arithmetic that leaves int64 raises :class:`RuleError` naming this rule: a
+        wrapped number would silently decide (``mcc * 9223372036854775807 > 0`` once blocked
+        every transaction)."""
+        try:
+            result = self._evaluate(frame)
+        except RuleError as exc:
+            raise RuleError(exc.message, self.text, exc.position) from None
         if not isinstance(result, pd.Series):
             return pd.Series(bool(result), index=frame.index, dtype=bool)
         return _as_bool(result, frame)
@@ -206,6 +212,7 @@ def _compile_binary(node: Binary) -> Evaluator:
         compare = _COMPARE[node.op]
         return lambda frame: _compare(compare, left(frame), right(frame))
     arithmetic = _ARITHMETIC[node.op]
+    op, position = node.op, node.position
 
     def calculate(frame: pd.DataFrame) -> Any:
         a, b = left(frame), right(frame)
@@ -213,8 +220,44 @@ def _compile_binary(node: Binary) -> Evaluator:
             with np.errstate(all="ignore"):
                 return arithmetic(np.float64(a), b)  # x / 0 is inf, as in the Series case
         with np.errstate(all="ignore"):
-            return arithmetic(a, b)
+            result = arithmetic(a, b)
+        if op in _WRAPPING and _integral(a) and _integral(b):
+            _check_overflow(op, _ints(a), _ints(b), _ints(result), position)
+        return result
     return calculate
+
+
+_WRAPPING = {"+", "-", "*"}
+_INT64_MIN = np.int64(-(2**63))
+
+
+def _integral(value: Any) -> bool:
+    if isinstance(value, pd.Series):
+        return value.dtype.kind in "iu"
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _ints(value: Any) -> Any:
+    if isinstance(value, pd.Series):
+        return value.to_numpy(dtype=np.int64, na_value=0)
+    return np.int64(value)
+
+
+def _check_overflow(op: str, a: Any, b: Any, result: Any, position: int) -> None:
+    """Whether int64 ``a op b`` wrapped, for whole arrays at once (two's complement rules)."""
+    with np.errstate(all="ignore"):
+        if op == "+":
+            wrapped = ((a ^ result) & (b ^ result)) < 0
+        elif op == "-":
+            wrapped = ((a ^ b) & (a ^ result)) < 0
+        else:
+            divisor = np.where(b == 0, 1, b)
+            wrapped = (((b != 0) & (result // divisor != a))
+                       | ((a == _INT64_MIN) & (b == -1)) | ((b == _INT64_MIN) & (a == -1)))
+    count = int(np.count_nonzero(wrapped))
+    if count:
+        raise RuleError(f"integer overflow: {op!r} leaves the 64-bit range for {count} "
+                        f"row(s)", "", position)
 
 
 def _compare(compare: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:

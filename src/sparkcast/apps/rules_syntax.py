@@ -47,6 +47,11 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE)
 _ESCAPE = re.compile(r"\\(.)")
 MAX_RULE_LENGTH = 2_000
+#: nesting (parentheses, NOT, unary minus, functions) and tree depth (chains such as a+a+...+a):
+#: the parser, checker and compiler recurse, and a rule from a stream must not reach Python's
+#: recursion limit (a RecursionError escaped every rejection path)
+MAX_DEPTH = 50
+INT64_MAX = 2**63 - 1
 
 
 def tokenize(text: str) -> list[Token]:
@@ -64,8 +69,11 @@ def tokenize(text: str) -> list[Token]:
         kind = match.lastgroup
         raw = match.group()
         if kind == "number":
-            tokens.append(Token("NUMBER", float(raw) if any(c in raw for c in ".eE") else int(raw),
-                                position))
+            number = float(raw) if any(c in raw for c in ".eE") else int(raw)
+            if isinstance(number, int) and number > INT64_MAX:
+                raise RuleError(f"integer {raw} is out of range (at most {INT64_MAX}); write "
+                                f"{raw}.0 for a floating-point number", text, position)
+            tokens.append(Token("NUMBER", number, position))
         elif kind == "string":
             tokens.append(Token("STRING", _ESCAPE.sub(r"\1", raw[1:-1]), position))
         elif kind == "name":
@@ -135,6 +143,17 @@ class Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.index = 0
+        self.depth = 0
+
+    def nested(self, position: int) -> None:
+        """One level deeper (left by ``unnest``); refuses rules nested beyond MAX_DEPTH."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise RuleError(f"rule is nested more than {MAX_DEPTH} levels deep", self.text,
+                            position)
+
+    def unnest(self) -> None:
+        self.depth -= 1
 
     def parse(self) -> Node:
         if self.peek().kind == "EOF":
@@ -182,8 +201,11 @@ class Parser:
         return node
 
     def not_expr(self) -> Node:
-        if self.accept("KEYWORD", "NOT") is not None:
-            return Unary("NOT", self.not_expr())
+        if (token := self.accept("KEYWORD", "NOT")) is not None:
+            self.nested(token.position)
+            node = Unary("NOT", self.not_expr())
+            self.unnest()
+            return node
         return self.comparison()
 
     def comparison(self) -> Node:
@@ -242,8 +264,10 @@ class Parser:
         return node
 
     def unary(self) -> Node:
-        if self.accept("OP", "-") is not None:
+        if (token := self.accept("OP", "-")) is not None:
+            self.nested(token.position)
             operand = self.unary()
+            self.unnest()
             if isinstance(operand, Literal_) and isinstance(operand.value, (int, float)):
                 return Literal_(-operand.value)
             return Unary("-", operand)
@@ -257,13 +281,17 @@ class Parser:
             return Literal_(token.value == "TRUE")
         if token.kind == "KEYWORD" and token.value in FUNCTIONS:
             self.expect("OP", "(", f"'(' after {token.value}")
+            self.nested(token.position)
             argument = self.sum()
+            self.unnest()
             self.expect("OP", ")", f"')' closing {token.value}(")
             return Call(token.value, argument, token.position)
         if token.kind == "NAME":
             return Field(token.value, token.position)
         if token.kind == "OP" and token.value == "(":
+            self.nested(token.position)
             node = self.or_expr()
+            self.unnest()
             self.expect("OP", ")", "')'")
             return node
         raise RuleError(f"expected a value, found {_describe(token)}", self.text, token.position)
@@ -281,4 +309,28 @@ def parse(text: str) -> Node:
     """The syntax tree of a rule; raises :class:`RuleError` with the column of the problem."""
     if not isinstance(text, str):
         raise RuleError("a rule is a string", repr(text))
-    return Parser(text).parse()
+    tree = Parser(text).parse()
+    if depth(tree) > MAX_DEPTH:
+        raise RuleError(f"rule is nested more than {MAX_DEPTH} levels deep (split long chains "
+                        "of operators with parentheses, or into several rules)", text)
+    return tree
+
+
+def depth(tree: Node) -> int:
+    """The tree's depth, without recursion (a chain of 1,000 '+' is 1,000 deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in _children(node))
+    return deepest
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, Binary):
+        return (node.left, node.right)
+    if isinstance(node, (Unary, In)):
+        return (node.operand,)
+    if isinstance(node, Call):
+        return (node.argument,)
+    return ()

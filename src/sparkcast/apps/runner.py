@@ -50,7 +50,7 @@ def spark_session(parallelism: int) -> Any:
                          "spark.default.parallelism": partitions})
 
 
-def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: Path, *,
+def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: Path | str, *,
             artifacts: Path | None = None, settings: RunSettings | None = None,
             spark: Any = None, out: TextIO = sys.stdout, view: bool = True,
             expected_events: int | None = None,

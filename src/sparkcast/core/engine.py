@@ -135,7 +135,7 @@ class SubtaskEngine:
         backend.flush()
 
     def take_outputs(self) -> list[OutputRecord]:
-        """The outputs since the last call, as ``(tag, value, timestamp, batch)`` tuples (the
+        """The outputs since the last call, as ``(tag, value, timestamp, batch, key)`` tuples (the
         layout of ``OutputRecord``; plain tuples because building one per event costs)."""
         return self.collector.take()
 
@@ -183,9 +183,10 @@ class SubtaskEngine:
         try:
             self.collector.invoke("process_broadcast_element",
                                   self.function.process_broadcast_element, value, ctx, timestamp,
-                                  None)
+                                  None, key_of=self.keyed_states.key_of_failure)
         finally:
             self.contexts.done(ctx)
+            self.keyed_states.forget_failure()  # the function may have caught it
         if self.hold.stale:
             self.hold.refresh(self.broadcast.tables)
             if self.hold.ready and self.hold.items:

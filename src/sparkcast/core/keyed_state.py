@@ -332,6 +332,7 @@ class KeyedStates:
         self._descriptors: dict[str, StateDescriptor] = {}
         self._handles: dict[str, _KeyedState] = {}
         self._tables: Callable[[str], MutableMapping[Any, Any]] = lambda name: {}
+        self._failure: tuple[BaseException, Any] | None = None
 
     def bind(self, tables: Callable[[str], MutableMapping[Any, Any]]) -> None:
         """Rebind every handle to the table the backend gives for its name."""
@@ -381,8 +382,29 @@ class KeyedStates:
                 if stored is not None and has_live_value(state, stored):
                     scope.key = key
                     function(key, state)
+        except Exception as exc:
+            # keyed state differs by subtask: the dead letter names the key it failed on, and
+            # on Spark each subtask where this happens reports it (processor.py)
+            self._failure = (exc, scope.key)
+            raise
         finally:
             scope.key = previous
+
+    def key_of_failure(self, exc: BaseException) -> Any:
+        """The key ``apply`` failed on when ``exc`` is (or was raised from) that failure, else
+        None (the callback failed elsewhere, or caught it and failed later)."""
+        if self._failure is None:
+            return None
+        failed, key = self._failure
+        seen: BaseException | None = exc
+        while seen is not None:
+            if seen is failed:
+                return key
+            seen = seen.__cause__ or seen.__context__
+        return None
+
+    def forget_failure(self) -> None:
+        self._failure = None
 
     def peek(self, descriptor: StateDescriptor, key: Any) -> Any:
         """One key's state as the function would read it now (a value, list, dict or aggregate

@@ -148,8 +148,8 @@ class Checked:
     def accepted_records(self) -> list[OutputRecord]:
         return [record for _, record in sorted(self.accepted, key=_first)]
 
-    def reject(self, reason: str, value: Any, timestamp: int | None) -> None:
-        self.letters.append((DeadLetter("output", reason, value, None, timestamp), timestamp))
+    def reject(self, reason: str, value: Any, timestamp: int | None, key: Any = None) -> None:
+        self.letters.append((DeadLetter("output", reason, value, key, timestamp), timestamp))
 
 
 def no_schema_reason(tag_id: str) -> str:
@@ -189,14 +189,15 @@ class OutputChecker:
         if main is not None:  # the hot path: per-element main tuples, appended inline
             pending[None] = _Pending(main)
             rows, timestamps = pending[None].rows, pending[None].timestamps
-            indexes = pending[None].indexes
+            keys, indexes = pending[None].keys, pending[None].indexes
             width = main.width
         for index, record in enumerate(records):
-            tag, value, timestamp, batch = record
+            tag, value, timestamp, batch, key = record
             if tag is None and main is not None and not batch:
                 if type(value) is tuple and len(value) == width:
                     rows.append(value)
                     timestamps.append(timestamp)
+                    keys.append(key)
                     if keep:
                         indexes.append(index)
                 else:
@@ -211,11 +212,11 @@ class OutputChecker:
 
     def _one(self, checked: Checked, pending: dict[str | None, _Pending], record: OutputRecord,
              index: int, keep: bool) -> None:
-        tag, value, timestamp, batch = record
+        tag, value, timestamp, batch, key = record
         shape = self.main if tag is None else self.side(tag)
         if isinstance(shape, str):
             for v in _batch_values(value) if batch else [value]:
-                checked.reject(shape, v, None if batch else timestamp)
+                checked.reject(shape, v, None if batch else timestamp, key)
         elif shape is None:
             self._pass(checked, record, index, keep)
         elif batch:
@@ -229,7 +230,7 @@ class OutputChecker:
 
     def _pass(self, checked: Checked, record: OutputRecord, index: int, keep: bool) -> None:
         """Not checked: main outputs without a main schema, untyped side outputs."""
-        tag, value, timestamp, batch = record
+        tag, value, timestamp, batch, _ = record
         if keep:
             checked.accepted.append((index, OutputRecord(*record)))
         if tag is None:
@@ -241,7 +242,7 @@ class OutputChecker:
 
     def _batch(self, checked: Checked, shape: OutputShape, record: OutputRecord, index: int,
                keep: bool) -> None:
-        tag, value, _, _ = record
+        tag, value, _, _, _ = record
         tag_id = None if tag is None else tag.tag_id
         if isinstance(value, pd.DataFrame):
             missing = [f for f in shape.names if f not in value.columns]
@@ -281,6 +282,7 @@ class _Pending:
         self.shape = shape
         self.rows: list[tuple[Any, ...]] = []
         self.timestamps: list[int | None] = []
+        self.keys: list[Any] = []
         self.indexes: list[int] = []
         self.values: dict[int, Any] = {}  # original values that were not already rows
         self.tag: OutputTag | None = None
@@ -288,13 +290,14 @@ class _Pending:
     def add(self, index: int, record: OutputRecord, row: tuple[Any, ...] | str,
             checked: Checked) -> None:
         if isinstance(row, str):
-            checked.reject(row, record.value, record.timestamp)
+            checked.reject(row, record.value, record.timestamp, record.key)
             return
         self.tag = record.tag
         if row is not record.value:
             self.values[len(self.rows)] = record.value
         self.rows.append(row)
         self.timestamps.append(record.timestamp)
+        self.keys.append(record.key)
         self.indexes.append(index)
 
     def finish(self, checked: Checked, tag_id: str | None, keep: bool) -> None:
@@ -305,12 +308,14 @@ class _Pending:
         if bad:
             timestamps = [t for i, t in enumerate(timestamps) if i not in bad]
             for i, reason in bad.items():
-                checked.reject(reason, self.values.get(i, self.rows[i]), self.timestamps[i])
+                checked.reject(reason, self.values.get(i, self.rows[i]), self.timestamps[i],
+                               self.keys[i])
         checked.output(tag_id).add(table, timestamps)
         if keep:
             values, stamps = self.values, self.timestamps
             checked.accepted.extend(
-                (index, OutputRecord(self.tag, values.get(i, self.rows[i]), stamps[i]))
+                (index, OutputRecord(self.tag, values.get(i, self.rows[i]), stamps[i], False,
+                                     self.keys[i]))
                 for i, index in enumerate(self.indexes) if i not in bad)
 
 

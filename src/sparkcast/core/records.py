@@ -16,12 +16,15 @@ DEAD_LETTERS = OutputTag("dead_letters")
 
 
 class OutputRecord(NamedTuple):
-    """One output: ``tag`` None for the main output; ``batch`` when ``value`` is a DataFrame."""
+    """One output: ``tag`` None for the main output; ``batch`` when ``value`` is a DataFrame;
+    ``key`` the key of the callback that emitted it (so an output that fails its schema check
+    becomes a dead letter naming the key, like a failed callback's)."""
 
     tag: OutputTag | None
     value: Any
     timestamp: int | None
     batch: bool = False
+    key: Any = None
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,14 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from sparkcast.api.row import Row
 from sparkcast.core.records import DeadLetter
 from sparkcast.errors import PipelineError
+from sparkcast.spark import storage
 
 TAG = "_tag"
 TS = "_ts"
@@ -107,28 +109,24 @@ def dead_letter_payload(letter: DeadLetter, subtask: int | None) -> str:
 
 def write_manifest(path: str, main: str, side_outputs: dict[str, str | None]) -> None:
     """Beside ``write_stream``'s data: the main and side-output schemas (DDL; None = untyped),
-    so ``read_output`` types each output. Written for local paths only."""
-    if "://" in path and not path.startswith("file:"):
-        return
-    local = path.removeprefix("file:")
-    os.makedirs(local, exist_ok=True)
-    with open(os.path.join(local, MANIFEST), "w", encoding="utf-8") as out:
-        json.dump({"main": main, "side_outputs": side_outputs}, out, indent=1)
+    so ``read_output`` types each output. Any location ``storage`` understands (paths, URIs)."""
+    document = {"main": main, "side_outputs": side_outputs}
+    storage.write_bytes(storage.join(path, MANIFEST), json.dumps(document, indent=1).encode())
 
 
 def progress_log_path(path: str) -> str | None:
-    """Where a ``write_stream`` query's progress log goes (local paths only)."""
-    if "://" in path and not path.startswith("file:"):
+    """Where a ``write_stream`` query's progress log goes (local paths only: it is appended
+    to, which object stores cannot do)."""
+    if not storage.is_local_path(path):
         return None
-    local = path.removeprefix("file:")
+    local = urlsplit(path).path if storage.is_uri(path) else path
     os.makedirs(local, exist_ok=True)
     return os.path.join(local, PROGRESS_LOG)
 
 
 def read_manifest(path: str) -> dict[str, Any] | None:
-    manifest = os.path.join(path.removeprefix("file:"), MANIFEST)
-    if not os.path.exists(manifest):
+    data = storage.read_bytes(storage.join(path, MANIFEST))
+    if data is None:
         return None
-    with open(manifest, encoding="utf-8") as source:
-        found: dict[str, Any] = json.load(source)
-        return found
+    found: dict[str, Any] = json.loads(data)
+    return found

@@ -22,7 +22,15 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    LongType,
+    MapType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, defines
@@ -31,8 +39,9 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, check_broadcast, fresh_function
 from sparkcast.errors import PipelineError
-from sparkcast.spark.blobs import default_blob_dir
-from sparkcast.spark.corrupt import split_corrupt
+from sparkcast.spark.blobs import NO_STORE
+from sparkcast.spark.checks import default_parallelism
+from sparkcast.spark.corrupt import split_broadcast_corrupt, split_corrupt, union_corrupt
 from sparkcast.spark.layout import check_reserved
 from sparkcast.spark.packing import PACKED_SCHEMA, pack_main
 from sparkcast.spark.stateless import needs_no_state
@@ -70,8 +79,10 @@ class RuntimePlan:
     parallelism: int
     subtask_of_group: dict[int, int]
     main_fields: tuple[str, ...]
+    main_types: tuple[DataType, ...]
     broadcast_fields: tuple[str, ...]
     key_positions: tuple[int, ...]
+    key_types: tuple[str, ...]
     output_schema: StructType
     side_schemas: dict[str, StructType | None]
     event_time: str | None
@@ -81,6 +92,7 @@ class RuntimePlan:
     blob_store_chosen: bool = False
     static_broadcast: list[tuple[Any, int | None, Any]] = field(default_factory=list)
     stateless: bool = False  # the shuffle-free path (stateless.py)
+    time_zone: str = "UTC"  # the session's: pandas hands broadcast timestamps over naive in it
     # the tagged input and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
@@ -102,7 +114,10 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
                spec: ProcessSpec) -> RuntimePlan:
     spark = main.sparkSession
     main, corrupt = split_corrupt(main)
+    broadcast, corrupt_broadcast = _without_corrupt(broadcast)
+    corrupt = union_corrupt(corrupt, corrupt_broadcast)
     descriptors = tuple(check_broadcast(broadcast.descriptors))
+    _check_counts(spec)
     options = ProcessOptions(
         hold_until_ready=ready_conditions(spec.hold_until_ready, descriptors),
         hold_capacity=spec.hold_capacity,
@@ -111,11 +126,8 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         job_parameters=spec.job_parameters,
     )
     _check_event_time(main, broadcast.df, spec, options)
-    parallelism = spec.parallelism or int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
-    if parallelism < 1:
-        raise PipelineError("parallelism must be at least 1")
-    if spec.state_buckets < 1:
-        raise PipelineError("state_buckets must be at least 1")
+    parallelism = (default_parallelism(spark) if spec.parallelism is None
+                   else spec.parallelism)
     keyed_descriptors = discover_keyed_state(spec.function, descriptors, options, parallelism)
     output_schema = parse_schema(spark, spec.output_schema, "output_schema")
     check_reserved(output_schema.fieldNames())
@@ -129,17 +141,20 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         parallelism=parallelism,
         subtask_of_group={g: i for i, g in enumerate(groups)},
         main_fields=tuple(main.columns),
+        main_types=tuple(f.dataType for f in main.schema.fields),
         broadcast_fields=tuple(broadcast.df.columns),
         key_positions=tuple(main.columns.index(c) for c in key_columns),
+        key_types=tuple(main.schema[c].dataType.simpleString() for c in key_columns),
         output_schema=output_schema,
         side_schemas={t.tag_id: tag_schema(spark, t) for t in spec.side_outputs},
         event_time=spec.event_time,
         time_mode=_time_mode(spec),
         state_buckets=spec.state_buckets,
-        blob_store=spec.blob_store or default_blob_dir(),
+        blob_store=spec.blob_store or NO_STORE,  # checks.prepare picks the default
         blob_store_chosen=spec.blob_store is not None,
         corrupt_input=corrupt,
         spark=spark,
+        time_zone=spark.conf.get("spark.sql.session.timeZone") or "UTC",
     )
     if broadcast.df.isStreaming and not main.isStreaming:
         raise PipelineError("a streaming broadcast stream needs a streaming main stream")
@@ -159,6 +174,30 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     bcast = _tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = _pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     return plan
+
+
+def _without_corrupt(broadcast: Any) -> tuple[Any, DataFrame | None]:
+    """The broadcast stream without its malformed rows (and corrupt-record column)."""
+    good, bad = split_broadcast_corrupt(broadcast.df)
+    if bad is None and good is broadcast.df:
+        return broadcast, None
+    clean = copy.copy(broadcast)
+    clean.df = good
+    return clean, bad
+
+
+def _check_counts(spec: ProcessSpec) -> None:
+    """Counts are refused, never replaced: ``parallelism=0`` once meant "the session default"
+    silently, and a checkpoint is then tied to a number the user never chose."""
+    for name, value, least in (("parallelism", spec.parallelism, 1),
+                               ("state_buckets", spec.state_buckets, 1),
+                               ("hold_capacity", spec.hold_capacity, 0)):
+        if value is None and name == "parallelism":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise PipelineError(f"{name} must be an integer of at least {least}, not {value!r}"
+                                + (" (leave it out for the session's shuffle partitions)"
+                                   if name == "parallelism" else ""))
 
 
 def _may_skip_state(plan: RuntimePlan, broadcast: Any) -> bool:
@@ -249,17 +288,35 @@ def _group_column(groups: list[int], index: Any) -> Any:
     return F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), index + 1)
 
 
+def hash_columns(df: DataFrame, names: Iterable[str]) -> list[Any]:
+    """The columns ``names`` as Spark's hash functions take them: Spark cannot hash a map
+    (DATATYPE_MISMATCH.HASH_MAP_TYPE), and feature-flag configs are naturally maps, so a column
+    with a map anywhere inside is hashed as its JSON text (the same text on every replay)."""
+    return [F.to_json(F.col(f"`{n}`")) if _has_map(df.schema[n].dataType) else F.col(f"`{n}`")
+            for n in names]
+
+
+def _has_map(kind: DataType) -> bool:
+    if isinstance(kind, MapType):
+        return True
+    if isinstance(kind, ArrayType):
+        return _has_map(kind.elementType)
+    if isinstance(kind, StructType):
+        return any(_has_map(f.dataType) for f in kind.fields)
+    return False
+
+
 def _tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
               event_time: str | None) -> DataFrame:
     columns = [F.col(f"`{c}`") for c in main.columns]
-    hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns]) if key_columns else F.xxhash64(
-        *columns)
+    content = F.xxhash64(*hash_columns(main, main.columns))
+    hashed = F.hash(*hash_columns(main, key_columns)) if key_columns else content
     # xxhash64 is a long and element_at takes an int index: non-keyed plans failed to resolve
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
         _group_column(groups, subtask).alias("_subtask"),
         _millis(main, event_time).alias("_ts"),
-        F.xxhash64(*columns).alias("_seq"),
+        content.alias("_seq"),
         *[c.alias(f"m_{i}") for i, c in enumerate(columns)],
     ).mapInArrow(pack_main, PACKED_SCHEMA)
 
@@ -282,7 +339,7 @@ def _tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     return df.select(
         F.lit(1).cast("byte").alias("_side"),
         _millis(df, event_time).alias("_ts"),
-        F.xxhash64(*columns).alias("_seq"),
+        F.xxhash64(*hash_columns(df, df.columns)).alias("_seq"),
         F.lit(None).cast("binary").alias("_blob"),
         order.alias("_order"),
         *[c.alias(f"b_{i}") for i, c in enumerate(columns)],
@@ -297,11 +354,13 @@ def _collect_static(broadcast: Any, event_time: str | None) -> list[tuple[Any, i
         raise PipelineError(f"a static broadcast DataFrame may have at most "
                             f"{MAX_STATIC_BROADCAST_ROWS} rows; stream it instead")
     from sparkcast.spark.rows import row_from_spark
+    from sparkcast.spark.values import convert_rows, converters
 
     fields = tuple(df.columns)
+    found = converters([f.dataType for f in df.schema.fields], None)  # collect: local time
     elements = []
     for row in df.collect():
-        value = row_from_spark(fields, tuple(row))
+        (value,) = convert_rows([row_from_spark(fields, tuple(row))], fields, found)
         ts = _to_millis(row[event_time]) if event_time else None
         order = row[broadcast.order_by] if broadcast.order_by else None
         elements.append((value, ts, order))

@@ -23,12 +23,14 @@ from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
 from sparkcast.api.timers import TimeDomain
 from sparkcast.core.engine import SubtaskEngine, fresh_function
-from sparkcast.core.records import BroadcastElement
+from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, OutputRecord
+from sparkcast.spark.compatibility import guard_subtask, layout_json
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.rows import OutputEncoder, main_input, rows_of, to_pandas
+from sparkcast.spark.rows import OutputEncoder, rows_of, to_pandas
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from sparkcast.spark.stateless import apply_static_broadcast
+from sparkcast.spark.values import convert_rows, converters, main_values
 from sparkcast.spark.worker_metrics import metrics_table
 
 _ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
@@ -40,6 +42,10 @@ class BroadcastProcessor(StatefulProcessor):
     def __init__(self, plan: RuntimePlan, broadcast_types: list[Any]) -> None:
         self.plan = plan
         self.broadcast_integral = _integral(broadcast_types)
+        self.broadcast_convert = converters(broadcast_types, plan.time_zone)
+        self.main_convert = converters(plan.main_types, plan.time_zone)
+        self.layout = layout_json(plan)
+        self.applied_static = False  # whether this call applied the static broadcast rows
 
     def init(self, handle: Any) -> None:
         plan = self.plan
@@ -77,13 +83,17 @@ class BroadcastProcessor(StatefulProcessor):
         engine.meter.finish()
         engine.flush()
         self._sync_spark_timer(engine)
-        yield from self.encoder.encode(engine.take_outputs(), subtask)
+        outputs = engine.take_outputs()
+        if subtask and (broadcast or self.applied_static):
+            outputs = broadcast_letters_once(outputs)
+        yield from self.encoder.encode(outputs, subtask)
         yield to_pandas(metrics_table(engine, self.encoder, subtask, len(main), len(broadcast)))
 
     def _engine(self, subtask: int) -> SubtaskEngine:
         plan = self.plan
         backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets,
                                     plan.blob_store)
+        guard_subtask(backend, plan.pipeline_id, subtask, self.layout)  # before anything runs
         engine = _ENGINES.get((plan.pipeline_id, subtask))
         if engine is None:
             engine = SubtaskEngine(fresh_function(plan.function), plan.broadcast_descriptors,
@@ -95,7 +105,8 @@ class BroadcastProcessor(StatefulProcessor):
             engine.take_outputs()
         engine.meter.begin()
         engine.bind(backend)
-        if plan.static_broadcast and engine.broadcast_version == "":
+        self.applied_static = bool(plan.static_broadcast) and engine.broadcast_version == ""
+        if self.applied_static:
             apply_static_broadcast(engine, plan)
         return engine
 
@@ -110,14 +121,17 @@ class BroadcastProcessor(StatefulProcessor):
             return broadcast, [], None, None
         plan = self.plan
         table = unpack_main(blobs, ordered=plan.keyed or plan.options.time_alignment == "event")
-        main, timestamps = main_input(table, 2, plan.main_fields, engine.vectorized)
+        main, timestamps = main_values(table, 2, plan.main_fields, engine.vectorized,
+                                       self.main_convert)
         if not plan.keyed or engine.vectorized:
             return broadcast, main, timestamps, None
         keys = _keys([table.column(2 + p).to_pylist() for p in plan.key_positions])
         return broadcast, main, timestamps, keys
 
     def _broadcast_elements(self, frame: pd.DataFrame) -> list[BroadcastElement]:
-        values = rows_of(frame, _BLOB + 2, self.plan.broadcast_fields, self.broadcast_integral)
+        fields = self.plan.broadcast_fields
+        values = convert_rows(rows_of(frame, _BLOB + 2, fields, self.broadcast_integral), fields,
+                              self.broadcast_convert)
         timestamps = _optional_ints(frame.iloc[:, 2])
         orders = frame.iloc[:, _BLOB + 1].tolist()
         return [BroadcastElement(v, t, None if _is_nan(o) else o)
@@ -137,6 +151,17 @@ class BroadcastProcessor(StatefulProcessor):
                 wanted = None
         if wanted is not None:
             self.handle.registerTimer(wanted)
+
+
+def broadcast_letters_once(outputs: list[OutputRecord]) -> list[OutputRecord]:
+    """The outputs of a subtask other than 0 without its broadcast dead letters that name no
+    key. Every subtask applies the same broadcast elements to the same broadcast state, so such a
+    failure happens on all P of them: subtask 0 reports it, once. A failure inside
+    ``apply_to_keyed_state`` names the key (keyed state differs by subtask), and each subtask
+    where one happens reports its own."""
+    return [record for record in outputs
+            if record[0] is not DEAD_LETTERS or record[1].key is not None
+            or record[1].callback != "process_broadcast_element"]
 
 
 def _clocks(timer_values: Any) -> tuple[int | None, int]:

@@ -95,7 +95,7 @@ class OutputEncoder:
                                  pa.field(PAYLOAD, pa.string()), *self.main_schema])
         self.checker = OutputChecker(self.main_schema, {
             tag: None if s is None else arrow_schema(s) for tag, s in side_schemas.items()})
-        #: rows per output and dead letters per callback of the last ``encode_tables`` call
+        #: rows per output and dead letters per callback encoded since ``take_counts``
         self.counts: dict[str, int] = {}
         self.letters: dict[str, int] = {}
 
@@ -126,18 +126,26 @@ class OutputEncoder:
         assert extra is not None
         return extra
 
+    def take_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Rows per output and dead letters per callback since the last call (the call's
+        ``_metrics`` row reports them)."""
+        counts, letters = self.counts, self.letters
+        self.counts, self.letters = {}, {}
+        return counts, letters
+
     def _count(self, checked: Checked) -> None:
         """In bulk: table sizes per output, a loop only over the (few) letters and untyped."""
-        counts = {MAIN if tag is None else tag: sum(t.num_rows for t in output.tables)
-                  for tag, output in checked.outputs.items()}
+        counts, letters = self.counts, self.letters
+        for tag, output in checked.outputs.items():
+            name = MAIN if tag is None else tag
+            counts[name] = counts.get(name, 0) + sum(t.num_rows for t in output.tables)
         for tag_id, _, _ in checked.untyped:
             counts[tag_id] = counts.get(tag_id, 0) + 1
-        letters: dict[str, int] = {}
         for letter, _ in checked.letters:
             letters[letter.callback] = letters.get(letter.callback, 0) + 1
-        if letters:
-            counts[DEAD_LETTERS.tag_id] = sum(letters.values())
-        self.counts, self.letters = counts, letters
+        if checked.letters:
+            dead = DEAD_LETTERS.tag_id
+            counts[dead] = counts.get(dead, 0) + len(checked.letters)
 
     def _main_table(self, body: pa.Table, timestamps: list[int | None]) -> pa.Table:
         count = body.num_rows

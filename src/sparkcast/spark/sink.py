@@ -12,7 +12,6 @@ columns, and refuses an output it cannot type. The subtasks' ``_metrics`` rows l
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -22,6 +21,8 @@ from sparkcast.api.options import HOLD_OVERFLOW
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
+from sparkcast.spark.checks import query_blob_store
+from sparkcast.spark.compatibility import check_checkpoint
 from sparkcast.spark.layout import (
     DEAD_LETTER_SCHEMA,
     MAIN,
@@ -41,11 +42,13 @@ if TYPE_CHECKING:
 
 def start_file_sink(result: ProcessResult, path: str, checkpoint_location: str, format: str,
                     trigger: dict[str, Any] | None, query_name: str | None) -> Any:
+    check_checkpoint(result.plan, checkpoint_location)  # refuses before anything is written
     plan = result.plan
-    if not plan.blob_store_chosen and "://" not in checkpoint_location:
-        plan.blob_store = os.path.join(checkpoint_location.removeprefix("file:"), "blobs")
-        result.reset()
+    plan.blob_store = query_blob_store(plan, checkpoint_location)
+    result.reset()
+    earlier = (read_manifest(path) or {}).get("side_outputs", {})
     write_manifest(path, plan.output_schema.simpleString(), {
+        **earlier,  # a side output dropped on a restart keeps its schema for read_output
         HOLD_OVERFLOW.tag_id: None,
         **{tag: (None if schema is None else schema.simpleString())
            for tag, schema in plan.side_schemas.items()}})

@@ -113,7 +113,7 @@ class SparkStateBackend(StateBackend):
             _BROADCAST_CACHE.move_to_end(key)
             return cached
         rows = [row for (_,), (blob,) in self._states.broadcast[name].iterator()
-                for row in load_value(bytes(blob))]
+                for row in load_value(bytes(blob), self._blob_dir)]
         rows.sort(key=lambda row: row[1])
         entries = {codec.hashable(key): value for key, _, value in rows}
         seqs = {codec.hashable(key): seq for key, seq, _ in rows}

@@ -24,7 +24,8 @@ import pyarrow as pa
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
 from sparkcast.core.records import BroadcastElement
-from sparkcast.spark.rows import OutputEncoder, main_input
+from sparkcast.spark.rows import OutputEncoder
+from sparkcast.spark.values import converters, main_values
 from sparkcast.spark.worker_metrics import metrics_table
 
 if TYPE_CHECKING:
@@ -78,27 +79,19 @@ class StatelessRunner:
             engine = _ENGINES[(plan.pipeline_id, subtask)] = static_engine(plan, subtask)
             engine.take_outputs()
         encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
+        found = converters(plan.main_types, plan.time_zone)
         engine.meter.begin()
         events = 0
-        counts: dict[str, int] = {}
-        letters: dict[str, int] = {}
         for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
-            values, timestamps = main_input(table, 1, plan.main_fields, engine.vectorized)
+            values, timestamps = main_values(table, 1, plan.main_fields, engine.vectorized,
+                                             found)
             events += table.num_rows
             engine.run_micro_batch([], values, timestamps,
                                    processing_time=int(time.time() * 1000))
             for out in encoder.encode_tables(engine.take_outputs(), subtask):
                 yield from out.to_batches()
-            _add(counts, encoder.counts)
-            _add(letters, encoder.letters)
         engine.meter.finish()
-        encoder.counts, encoder.letters = counts, letters
         yield from metrics_table(engine, encoder, subtask, events, 0).to_batches()
-
-
-def _add(total: dict[str, int], more: dict[str, int]) -> None:
-    for name, count in more.items():
-        total[name] = total.get(name, 0) + count
 
 
 def _frames(batches: Iterator[pa.RecordBatch], min_rows: int) -> Iterator[pa.Table]:

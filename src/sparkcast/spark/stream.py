@@ -18,6 +18,7 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.errors import PipelineError
+from sparkcast.spark.checks import check_workers, prepare
 from sparkcast.spark.plan import ProcessSpec, build_plan
 from sparkcast.spark.result import ProcessResult
 
@@ -123,4 +124,7 @@ class BroadcastConnectedStream:
             blob_store=blob_store,
         )
         key_columns = self.main.key_columns if isinstance(self.main, KeyedStream) else ()
-        return ProcessResult(build_plan(self.main.df, key_columns, self.broadcast_stream, spec))
+        check_workers(self.main.df.sparkSession)  # before the plan captures their Python
+        plan = build_plan(self.main.df, key_columns, self.broadcast_stream, spec)
+        prepare(plan)  # the session's state store, shuffle partitions; default blob store
+        return ProcessResult(plan)

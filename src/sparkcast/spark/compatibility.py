@@ -1,0 +1,224 @@
+"""Refuse a restart that the checkpoint cannot serve, before any batch runs.
+
+What a checkpoint holds only makes sense under the layout that wrote it: state is split into
+``parallelism`` virtual subtasks (a key's subtask is ``hash(key) mod P``) and ``state_buckets``
+buckets, keyed state is stored per descriptor name and kind, and the output files have the output
+schema. Change one of those and Spark restarts without a word: about half the keys land on a
+subtask that never saw them (their counters restart at 1), and old output files no longer read
+back. So the first start records the layout (:func:`layout_of`) and every restart compares
+(:func:`differences`), raising :class:`IncompatibleCheckpointError` with the old and the new
+value and what to do instead.
+
+Two guards use the same comparison:
+
+* ``write_stream`` knows the checkpoint: it checks on the driver against
+  ``<checkpoint>/sparkcast/layout.json`` (:func:`check_checkpoint`), before the query starts.
+* Queries started by the user (``result.main.writeStream...``) are checked on the workers: each
+  subtask keeps the layout in its ``meta`` state (:func:`guard_subtask`) and fails the batch,
+  before it runs, when it differs. A subtask without state (a new one after a parallelism
+  change) has nothing to compare, so only the driver check is a guarantee (docs/operations.md).
+
+Safe changes pass: the function's code (same class), a new side output, options that state does
+not depend on (``on_error``, ``time_alignment``, ``hold_until_ready``, trigger, log levels).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+from sparkcast.errors import IncompatibleCheckpointError
+
+if TYPE_CHECKING:
+    from sparkcast.core.backend import StateBackend
+    from sparkcast.spark.plan import RuntimePlan
+
+#: The version of sparkcast's state and output layout; raised when that layout changes.
+LAYOUT_VERSION = 1
+LAYOUT_FILE = os.path.join("sparkcast", "layout.json")
+_META_KEY = "layout"
+_CHECKED: set[tuple[str, int]] = set()  # (pipeline id, subtask) already checked in this worker
+
+# what to do instead, per item of the layout
+_ADVICE = {
+    "layout_version": "this checkpoint was written by another sparkcast layout: start a new "
+                      "checkpoint, or run the sparkcast version that wrote it",
+    "path": "the plan changed between the stateless path and the stateful operator (a static "
+            "broadcast side became a stream, or state was added): start a new checkpoint",
+    "function": "the function's class changed; code changes inside the same class are safe: "
+                "start a new checkpoint, or keep the class {old}",
+    "keyed": "a keyed function cannot take over a non-keyed one's state: start a new checkpoint",
+    "key_columns": "keys are assigned to subtasks by their columns and types: start a new "
+                   "checkpoint, or keep key_by over {old}",
+    "parallelism": "keys are assigned to subtasks by hash mod parallelism: start a new "
+                   "checkpoint, or keep parallelism={old}",
+    "subtask_groups": "the subtasks' grouping keys depend on spark.sql.shuffle.partitions, which "
+                      "Spark fixes for a checkpoint: keep the first run's "
+                      "spark.sql.shuffle.partitions, or start a new checkpoint",
+    "state_buckets": "stored state is split into state_buckets buckets: start a new checkpoint, "
+                     "or keep state_buckets={old}",
+    "broadcast_state": "broadcast state is stored per descriptor name and types: start a new "
+                       "checkpoint, or keep the descriptors {old}",
+    "keyed_state": "keyed state is stored per descriptor name, kind, type and TTL (TTL changes "
+                   "how values are stored): start a new checkpoint, or keep {old}",
+    "time_mode": "Spark keeps the time mode of a checkpoint's timers: start a new checkpoint, or "
+                 "keep {old}",
+    "event_time": "timers and timestamps in state follow the event-time column: start a new "
+                  "checkpoint, or keep event_time={old}",
+    "output_schema": "files already written have the old schema, and read_output reads them "
+                     "with the new one: write to a new path with a new checkpoint, or keep "
+                     "output_schema={old}",
+    "side_outputs": "a side output's written rows have its old schema: write to a new path with "
+                    "a new checkpoint, keep the old schema, or emit under a new OutputTag (a "
+                    "new side output is a safe change)",
+}
+
+
+def layout_of(plan: RuntimePlan) -> dict[str, Any]:
+    """What state and outputs of ``plan`` depend on, as JSON values."""
+    return {
+        "layout_version": LAYOUT_VERSION,
+        "path": "stateless" if plan.stateless else "operator",
+        "function": f"{type(plan.function).__module__}.{type(plan.function).__qualname__}",
+        "keyed": plan.keyed,
+        "key_columns": [f"{plan.main_fields[p]} {t}"
+                        for p, t in zip(plan.key_positions, plan.key_types, strict=True)],
+        "parallelism": plan.parallelism,
+        "subtask_groups": sorted(plan.subtask_of_group, key=plan.subtask_of_group.__getitem__),
+        "state_buckets": plan.state_buckets,
+        "broadcast_state": {d.name: f"map<{_type(d.key_type_info)}, {_type(d.value_type_info)}>"
+                            for d in plan.broadcast_descriptors},
+        "keyed_state": {d.name: _keyed(d) for d in plan.keyed_descriptors},
+        "time_mode": plan.time_mode,
+        "event_time": plan.event_time,
+        "output_schema": plan.output_schema.simpleString(),
+        "side_outputs": {tag: (None if s is None else s.simpleString())
+                         for tag, s in sorted(plan.side_schemas.items())},
+    }
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One line per incompatible change from ``old`` to ``new``; empty when the restart is safe.
+    A side output that is new (or was dropped) is safe; one whose schema changed is not."""
+    lines = []
+    for item, advice in _ADVICE.items():
+        if item == "subtask_groups" and old.get("parallelism") != new.get("parallelism"):
+            continue  # follows from the parallelism, already named
+        before, after = old.get(item), new.get(item)
+        if item == "side_outputs":
+            before, after = _changed_tags(before or {}, after or {})
+        if before != after:
+            shown = json.dumps(before)
+            lines.append(f"{item}: the checkpoint has {shown}, this pipeline {json.dumps(after)}"
+                         f" ({advice.format(old=shown)})")
+    return lines
+
+
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The layout to record after a compatible restart: side outputs of both runs."""
+    return {**new, "side_outputs": {**old.get("side_outputs", {}), **new["side_outputs"]}}
+
+
+def refuse(lines: list[str], where: str) -> IncompatibleCheckpointError:
+    return IncompatibleCheckpointError(
+        f"this pipeline cannot restart from {where}; nothing was run. "
+        + "; ".join(lines) + ". See docs/operations.md, 'What may change between restarts'.")
+
+
+# ------------------------------------------------------------------------- the driver's guard
+
+def check_checkpoint(plan: RuntimePlan, checkpoint_location: str) -> None:
+    """Compare ``plan`` with the layout recorded in a local checkpoint; record it when the
+    checkpoint has no committed batch yet (a failed first start may be retried with changes).
+    Remote checkpoints are left to the workers' guard."""
+    if "://" in checkpoint_location and not checkpoint_location.startswith("file:"):
+        return
+    root = checkpoint_location.removeprefix("file://").removeprefix("file:")
+    path = os.path.join(root, LAYOUT_FILE)
+    new = layout_of(plan)
+    old = _read(path) if _has_commits(root) else None
+    if old is not None:
+        lines = differences(old, new)
+        if lines:
+            raise refuse(lines, f"checkpoint {checkpoint_location}")
+        new = merged(old, new)
+        if new == old:
+            return
+    _write_atomically(path, new)
+
+
+def _has_commits(root: str) -> bool:
+    commits = os.path.join(root, "commits")
+    return os.path.isdir(commits) and any(not n.startswith(".") for n in os.listdir(commits))
+
+
+def _read(path: str) -> dict[str, Any] | None:
+    try:
+        with open(path, encoding="utf-8") as source:
+            layout: dict[str, Any] = json.load(source)
+    except FileNotFoundError:
+        return None  # a checkpoint from before layouts were recorded: nothing to compare
+    except ValueError as exc:
+        raise IncompatibleCheckpointError(
+            f"the checkpoint's layout record {path} is unreadable ({exc}); restore it, or start "
+            "a new checkpoint") from exc
+    return layout
+
+
+def _write_atomically(path: str, layout: dict[str, Any]) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".layout-")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(layout, out, indent=1, sort_keys=True)
+    os.replace(temporary, path)
+
+
+# ------------------------------------------------------------------------ the workers' guard
+
+def guard_subtask(backend: StateBackend, pipeline_id: str, subtask: int, layout_json: str
+                  ) -> None:
+    """Compare the layout kept in this subtask's state with the plan's (once per worker and
+    subtask), record it when the subtask has none; raise before the batch runs when they
+    differ. The record is written with the batch's state, so it commits with the batch."""
+    if (pipeline_id, subtask) in _CHECKED:
+        return
+    stored = backend.load(_META_KEY, None)
+    if stored != layout_json:
+        new = json.loads(layout_json)
+        if stored is not None:
+            old = json.loads(stored)
+            lines = differences(old, new)
+            if lines:
+                raise refuse(lines, f"the state of subtask {subtask}")
+            new = merged(old, new)
+        backend.store(_META_KEY, json.dumps(new, sort_keys=True))
+    _CHECKED.add((pipeline_id, subtask))
+
+
+def layout_json(plan: RuntimePlan) -> str:
+    return json.dumps(layout_of(plan), sort_keys=True)
+
+
+def _type(declared: Any) -> str:
+    if declared is None:
+        return "any"
+    if isinstance(declared, type):
+        return declared.__qualname__ if declared.__module__ == "builtins" else (
+            f"{declared.__module__}.{declared.__qualname__}")
+    return repr(declared)
+
+
+def _keyed(descriptor: Any) -> str:
+    if descriptor.kind == "map":
+        types = f"{_type(descriptor.key_type_info)}, {_type(descriptor.value_type_info)}"
+    else:
+        types = _type(descriptor.type_info)
+    ttl = " with TTL" if descriptor.ttl_config is not None else ""
+    return f"{descriptor.kind}<{types}>{ttl}"
+
+
+def _changed_tags(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict, dict]:
+    both = sorted(set(old) & set(new))
+    return {t: old[t] for t in both}, {t: new[t] for t in both}

@@ -1,0 +1,159 @@
+"""Nested and temporal Spark values as the function sees them, the same on both sides.
+
+PySpark hands the two inputs over by different routes, and they disagree: on the main side (Arrow)
+a map arrives as a list of ``(key, value)`` pairs, a struct as a dict and a timestamp as an aware
+UTC ``datetime``; on the broadcast side (pandas) an array arrives as a numpy array, a timestamp as
+a naive ``pandas.Timestamp`` in the session's time zone; a static side (``collect``) gives
+pyspark ``Row``s and naive local datetimes. The function should not care where a value came from,
+so every route is normalised to what a user would write in a harness test:
+
+=================  =============================================
+Spark type         Python value
+=================  =============================================
+struct             ``sparkcast.Row`` with the struct's field names
+map                ``dict``
+array              ``list``
+timestamp          ``datetime`` aware, in UTC
+timestamp_ntz      naive ``datetime``
+binary / decimal   ``bytes`` / ``decimal.Decimal`` (as delivered)
+date               ``datetime.date`` (as delivered)
+=================  =============================================
+
+Columns of other types need nothing, and a schema without such columns costs nothing: the
+converters are chosen once per plan and only nested or temporal columns are touched.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Sequence
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    MapType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from sparkcast.api.row import Row, row_type
+from sparkcast.spark.rows import main_input
+
+Convert = Callable[[Any], Any]
+
+
+def converters(schema: Sequence[DataType], naive_zone: str | None) -> dict[int, Convert]:
+    """Field index -> converter, for the fields that need one. ``naive_zone`` is the zone of naive
+    timestamps on this route (the session's for pandas, ``None`` = the process's for collect)."""
+    found = {}
+    for index, kind in enumerate(schema):
+        convert = converter(kind, naive_zone)
+        if convert is not None:
+            found[index] = convert
+    return found
+
+
+def converter(kind: DataType, naive_zone: str | None) -> Convert | None:
+    if isinstance(kind, StructType):
+        return _struct(kind, naive_zone)
+    if isinstance(kind, MapType):
+        key = converter(kind.keyType, naive_zone) or _same
+        value = converter(kind.valueType, naive_zone) or _same
+        return lambda v: None if v is None else {key(k): value(x) for k, x in _pairs(v)}
+    if isinstance(kind, ArrayType):
+        element = converter(kind.elementType, naive_zone)
+        return lambda v: _list(v, element)
+    if isinstance(kind, TimestampType):
+        zone = datetime.UTC if naive_zone is None else ZoneInfo(naive_zone)
+        local = naive_zone is None
+        return lambda v: _instant(v, zone, local)
+    if isinstance(kind, TimestampNTZType):
+        return _naive
+    return None
+
+
+def main_values(table: Any, first: int, fields: tuple[str, ...], vectorized: bool,
+                found: dict[int, Convert]) -> tuple[Any, list[int | None]]:
+    """``rows.main_input`` with nested and temporal fields converted."""
+    values, timestamps = main_input(table, first, fields, vectorized)
+    if vectorized:
+        return convert_frame(values, found), timestamps
+    return convert_rows(values, fields, found), timestamps
+
+
+def convert_rows(rows: list[Row], fields: tuple[str, ...], found: dict[int, Convert]
+                 ) -> list[Row]:
+    """Rows with their converted fields (the input list when nothing needs converting)."""
+    if not found or not rows:
+        return rows
+    make = row_type(fields)._make
+    items = list(found.items())
+
+    def fix(row: Row) -> Row:
+        values = list(row)
+        for index, convert in items:
+            values[index] = convert(values[index])
+        return make(values)
+    return [fix(row) for row in rows]
+
+
+def convert_frame(frame: pd.DataFrame, found: dict[int, Convert]) -> pd.DataFrame:
+    """The same for a ``process_batch`` frame: converted columns become object columns."""
+    if not found or frame.empty:
+        return frame
+    frame = frame.copy()
+    for index, convert in found.items():
+        frame.isetitem(index, pd.Series([convert(v) for v in frame.iloc[:, index].tolist()],
+                                        index=frame.index, dtype=object))
+    return frame
+
+
+def _struct(kind: StructType, naive_zone: str | None) -> Convert:
+    names = tuple(kind.fieldNames())
+    make = row_type(names)._make
+    inner = [converter(f.dataType, naive_zone) or _same for f in kind.fields]
+
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        items = [value.get(n) for n in names] if isinstance(value, dict) else list(value)
+        return make([c(x) for c, x in zip(inner, items, strict=True)])
+    return convert
+
+
+def _list(value: Any, element: Convert | None) -> list[Any] | None:
+    if value is None:
+        return None
+    items = value.tolist() if isinstance(value, np.ndarray) else list(value)  # numpy scalars too
+    return items if element is None else [element(x) for x in items]
+
+
+def _pairs(value: Any) -> Any:
+    return value.items() if isinstance(value, dict) else value
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _instant(value: Any, zone: Any, local: bool) -> datetime.datetime | None:
+    if value is None or value is pd.NaT:
+        return None
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    if value.tzinfo is None:
+        value = value.astimezone() if local else value.replace(tzinfo=zone)
+    return value.astimezone(datetime.UTC)
+
+
+def _naive(value: Any) -> datetime.datetime | None:
+    if value is None or value is pd.NaT:
+        return None
+    if isinstance(value, pd.Timestamp):
+        value = value.to_pydatetime()
+    return value.replace(tzinfo=None) if value.tzinfo is not None else value

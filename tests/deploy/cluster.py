@@ -1,0 +1,137 @@
+"""A Spark standalone cluster on this machine, started from the PySpark wheel, and a packed
+Python environment to ship to it.
+
+The master and two workers (one core, 1 GiB each) are separate JVMs bound to 127.0.0.1; the
+workers start the executors. Every process runs in its own process group, so ``stop`` kills
+the executors with their worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyspark
+
+import sparkcast
+from sparkcast.spark.java import ensure_java
+from tests.deploy.conftest import free_port
+
+SPARK_HOME = Path(pyspark.__file__).parent
+EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"
+
+
+def spark_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYSPARK_", "SPARK_", "PYTHONPATH"))}
+    env.update(SPARK_HOME=str(SPARK_HOME), JAVA_HOME=ensure_java(), SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_NO_DAEMONIZE="1")
+    return env
+
+
+@dataclass
+class Cluster:
+    root: Path
+    master_url: str = ""
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    def start(self, workers: int = 2, timeout: float = 120.0) -> None:
+        port, ui = free_port(), free_port()
+        self.master_url = f"spark://127.0.0.1:{port}"
+        self._launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                     "--port", str(port), "--webui-port", str(ui))
+        for i in range(workers):
+            work = self.root / f"worker-{i}"
+            work.mkdir(parents=True)
+            self._launch(f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
+                         "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                         "--webui-port", str(free_port()), "--work-dir", str(work),
+                         self.master_url)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._alive_workers(ui) == workers:
+                return
+            if any(p.poll() is not None for p in self.processes):
+                break
+            time.sleep(0.5)
+        raise RuntimeError(f"the cluster did not come up; logs in {self.root}")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            _kill_group(process)
+
+    def executor_of(self, pid: int) -> int:
+        """The executor JVM that ``pid`` (a Python worker) descends from."""
+        current = pid
+        while current > 1:
+            if EXECUTOR_CLASS in _cmdline(current):
+                return current
+            current = _parent(current)
+        raise LookupError(f"process {pid} runs in no executor")
+
+    def _launch(self, name: str, main_class: str, *args: str) -> None:
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed by the process exit
+        self.processes.append(subprocess.Popen(
+            [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], env=spark_env(),
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    @staticmethod
+    def _alive_workers(ui: int) -> int:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as answer:
+                return int(json.load(answer).get("aliveworkers", 0))
+        except OSError:
+            return 0
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=15)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def pack_environment(root: Path) -> Path:
+    """``env.tar.gz``: a virtualenv with sparkcast installed, as ``venv-pack`` makes one.
+
+    On one machine its dependencies (pandas, pyarrow, pyspark) are reached through a ``.pth``
+    file into the test virtualenv rather than copied (hundreds of MB); sparkcast itself is a copy,
+    so the executors import the shipped package, never the driver's."""
+    env = root / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = env / "lib" / version / "site-packages"
+    shutil.copytree(Path(sparkcast.__file__).parent, site / "sparkcast",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and
+                (p / "pandas").exists())
+    (site / "dependencies.pth").write_text(f"{deps}\n")
+    archive = root / "env.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(env, arcname=".")
+    return archive

@@ -1,0 +1,138 @@
+"""A sparkcast job for ``spark-submit`` on the test cluster, and its harness twin.
+
+Run as a script (the driver), it reads ``<data>/events`` and ``<data>/rules`` (JSON lines, one
+file per micro-batch) with a changing (streamed) broadcast side, and runs two queries to the end
+of the data: a keyed pipeline (per-key counters, a threshold rule, a side output, dead letters
+for bad rows) and a non-keyed one (enrichment by a category map). Both write with
+``write_stream`` under ``<out>``. Imported by the test, the same functions run on the harness.
+
+Event ``SLOW_ID`` sleeps in the keyed function and drops a file named after its Python worker's
+pid in ``<data>/slow``: the test then kills that worker's executor while the batch is in flight.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from sparkcast import (
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    OutputTag,
+    ValueStateDescriptor,
+)
+
+RULES = MapStateDescriptor("rules", str, int)
+LABELS = MapStateDescriptor("labels", str, str)
+ALERTS = OutputTag("alerts", "k string, id long, amount long")
+KEYED_OUTPUT = "k string, id long, n long, limit long"
+ENRICHED_OUTPUT = "id long, category string, label string"
+EVENTS_SCHEMA = "id long, k string, category string, amount long, ts long"
+RULES_SCHEMA = "version long, limit long, category string, label string, ts long"
+BATCHES = 6
+EVENTS_PER_BATCH = 60
+SLOW_ID = 3 * EVENTS_PER_BATCH + 7  # in micro-batch 3
+SLOW_SECONDS = 8.0
+
+
+class Thresholds(KeyedBroadcastProcessFunction):
+    """Counts events per key; events above the current limit also go to ``ALERTS``."""
+
+    def __init__(self, slow_dir: str | None = None) -> None:
+        self.slow_dir = slow_dir
+
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULES).put("limit", value["limit"])
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if value["id"] == SLOW_ID and self.slow_dir:
+            open(os.path.join(self.slow_dir, f"worker-{os.getpid()}"), "w").close()
+            time.sleep(SLOW_SECONDS)
+        limit = ctx.get_broadcast_state(RULES).get("limit")
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        if value["amount"] > limit:  # a null amount raises: a dead letter with the reason
+            yield ALERTS, (value["k"], value["id"], value["amount"])
+        yield value["k"], value["id"], n, limit
+
+
+class Labels(BroadcastProcessFunction):
+    """Enriches events with the label of their category, as the broadcast side has it now."""
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(LABELS).put(value["category"], value["label"])
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield value["id"], value["category"], ctx.get_broadcast_state(LABELS).get(
+            value["category"]) or "unknown"
+
+
+def batches() -> list[tuple[list[dict], list[dict]]]:
+    """``(rules, events)`` per micro-batch; the limit and a label change in every batch.
+    Distinct event times (``event_time="ts"``) order each key's events the same everywhere."""
+    out = []
+    for b in range(BATCHES):
+        rules = [  # one file per micro-batch: a file source takes the next file, not "file b"
+            {"version": b, "limit": 40 + 7 * b, "category": f"c{b % 3}", "label": f"L{b}",
+             "ts": 1_000 * b}]
+        events = []
+        for i in range(EVENTS_PER_BATCH):
+            n = b * EVENTS_PER_BATCH + i
+            amount = None if n % 53 == 0 else (n * 37) % 100
+            events.append({"id": n, "k": f"k{n % 11}", "category": f"c{n % 4}",
+                           "amount": amount, "ts": 1_000 * b + 1 + i})
+        out.append((rules, events))
+    return out
+
+
+def run(spark: Any, data: str, out: str, parallelism: int = 2) -> None:
+    """Both pipelines to the end of the data, one micro-batch per file pair."""
+    from sparkcast.spark import Stream
+
+    def source(name: str, schema: str) -> Any:
+        return (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                .json(f"{data}/{name}"))
+
+    events, rules = source("events", EVENTS_SCHEMA), source("rules", RULES_SCHEMA)
+    keyed = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES, order_by="version"))
+             .process(Thresholds(f"{data.removeprefix('file://')}/slow"), KEYED_OUTPUT,
+                      parallelism=parallelism, side_outputs=[ALERTS], event_time="ts"))
+    enriched = (Stream(events).connect(Stream(rules).broadcast(LABELS, order_by="version"))
+                .process(Labels(), ENRICHED_OUTPUT, parallelism=parallelism, event_time="ts"))
+    queries = [result.write_stream(f"{out}/{name}", f"{out}/{name}-checkpoint",
+                                   trigger={"availableNow": True}, query_name=name)
+               for name, result in (("keyed", keyed), ("enriched", enriched))]
+    for query in queries:  # both at once: the cluster's two cores serve both
+        query.awaitTermination()
+
+
+def main(argv: list[str]) -> int:
+    from pyspark.sql import SparkSession
+
+    data, out = argv[1], argv[2]
+    spark = SparkSession.builder.appName("sparkcast-cluster-test").getOrCreate()
+    run(spark, data, out)
+    # where the executors' Python and sparkcast come from: the shipped environment
+    import pyarrow as pa
+
+    def where(batches: Any) -> Any:
+        import sparkcast
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"python": [sys.executable],
+                                              "sparkcast": [sparkcast.__file__]})
+
+    for row in spark.range(1).mapInArrow(where, "python string, sparkcast string").collect():
+        print(f"EXECUTOR-PYTHON {row.python} {row.sparkcast}", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

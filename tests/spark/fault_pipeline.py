@@ -1,0 +1,93 @@
+"""The pipeline of the fault-injection test, run in a subprocess that the test kills.
+
+``python -m tests.spark.fault_pipeline <base>`` runs a keyed counter over ``<base>/events``
+against a changing broadcast side ``<base>/rules`` with ``write_stream`` (``availableNow``, one
+file per source per micro-batch, so micro-batch i holds events file i and rules file i however
+often the process dies) and exits when the input is processed. The test kills it with SIGKILL
+mid-batch and restarts it from the same checkpoint; ``expected`` replays the same micro-batches
+through the harness.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, Row, ValueStateDescriptor
+from sparkcast.testing import KeyedBroadcastHarness
+
+RULES = MapStateDescriptor("rules", str, int)
+COUNT = ValueStateDescriptor("count", int)
+EVENTS_SCHEMA = "id long, k string, amount long, ts long"
+RULES_SCHEMA = "name string, limit long, ts long"
+OUTPUT = "k string, id long, n long, flagged boolean, version long"
+EVENT_FILES, RULE_FILES, PER_FILE = 4, 3, 40
+
+
+class Ledger(KeyedBroadcastProcessFunction):
+    """A per-key counter checked against broadcast limits; some inputs fail on purpose."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.count = runtime_context.get_state(COUNT)
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        if value["limit"] < 0:
+            raise ValueError(f"negative limit {value['limit']}")
+        rules = ctx.get_broadcast_state(RULES)
+        rules.put(value["name"], value["limit"])
+        rules.put("version", (rules.get("version") or 0) + 1)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if value["id"] % 37 == 0:
+            raise RuntimeError(f"event {value['id']} is poisoned")
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        rules = ctx.get_broadcast_state(RULES)
+        yield (value["k"], value["id"], n, value["amount"] > (rules.get("amount") or 0),
+               rules.get("version"))
+
+
+def events(index: int) -> list[dict[str, Any]]:
+    return [{"id": index * PER_FILE + i, "k": f"k{(index * 7 + i) % 9}",
+             "amount": (index * 31 + i * 17) % 100, "ts": 1_000 * index + i}
+            for i in range(PER_FILE)]
+
+
+def rules(index: int) -> list[dict[str, Any]]:
+    return [{"name": "amount", "limit": 30 + 20 * index, "ts": 1_000 * index},
+            {"name": "broken", "limit": -index - 1, "ts": 1_000 * index}]
+
+
+def expected() -> tuple[Counter, Counter]:
+    """Main outputs and dead letters ``(callback, error)`` of the harness over the same batches."""
+    h = KeyedBroadcastHarness(Ledger(), lambda v: v["k"], [RULES], on_error="dead_letter")
+    h.open()
+    for index in range(EVENT_FILES):
+        main = sorted(events(index), key=lambda r: r["ts"])
+        bcast = rules(index) if index < RULE_FILES else []
+        h.process_micro_batch([Row(**r) for r in main], [Row(**r) for r in bcast],
+                              main_timestamps=[r["ts"] for r in main],
+                              broadcast_timestamps=[r["ts"] for r in bcast])
+    return (Counter(h.output()),
+            Counter((d.callback, d.error) for d in h.dead_letters()))
+
+
+def run(base: Path) -> None:
+    from sparkcast.spark import Stream, session
+
+    spark = session("local[2]", "sparkcast-faults", conf={"spark.sql.shuffle.partitions": "2"})
+    reader = spark.readStream.option("maxFilesPerTrigger", 1)
+    main = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
+    bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
+    result = (Stream(main).key_by("k").connect(Stream(bcast).broadcast(RULES))
+              .process(Ledger(), OUTPUT, parallelism=3, event_time="ts"))
+    query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]))
