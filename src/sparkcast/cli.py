@@ -7,6 +7,8 @@
     sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
                   [--master URL] [--archive ENV.tar.gz] [--conf KEY=VALUE ...]
     sparkcast list                         the applications
+    sparkcast view [--url URL | --output DIR]   the live view of any sparkcast query
+    sparkcast report (--url URL | --output DIR) --html FILE   a run's pictures, one HTML file
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from sparkcast.apps import APP_NAMES, FLAGSHIP, get_app
+from sparkcast.view import VIEW_COMMANDS, add_view_commands, run_view_command
 
 EPILOG = "applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP})"
 
@@ -88,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("list", help="list the applications",
                         description="List the applications and what they do.")
+    add_view_commands(commands)
     return parser
 
 
@@ -98,6 +102,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="files per source per micro-batch (default 1; 0 = all)")
     parser.add_argument("--no-view", action="store_true",
                         help="no live view (one line per micro-batch instead)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics "
+                             "(0 picks a free port; see docs/monitoring.md)")
+    parser.add_argument("--spark-ui", action="store_true",
+                        help="switch the Spark UI on (http://localhost:4040)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,10 +117,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "generate":
         return _generate(args)
+    if args.command in VIEW_COMMANDS:
+        return run_view_command(args)
     from sparkcast.apps.runner import RunSettings
 
     settings = RunSettings(parallelism=args.parallelism,
-                           max_files_per_trigger=args.max_files_per_trigger or None)
+                           max_files_per_trigger=args.max_files_per_trigger or None,
+                           ui=args.spark_ui, metrics_port=args.metrics_port)
     if args.command == "demo":
         return _demo(args, settings)
     return _run(args, settings)
@@ -169,7 +181,8 @@ def _session(args: argparse.Namespace, parallelism: int) -> object:
     conf = {"spark.sql.shuffle.partitions": str(parallelism), **session_settings(args)}
     if args.archive:  # this driver's own Python runners use the shipped environment too
         os.environ["PYSPARK_PYTHON"] = PYTHON
-    return session(args.master or "local[2]", "sparkcast-" + args.app, conf=conf)
+    return session(args.master or "local[2]", "sparkcast-" + args.app, conf=conf,
+                   ui=args.spark_ui, metrics_port=args.metrics_port)
 
 
 def _run(args: argparse.Namespace, settings: object) -> int:

@@ -106,3 +106,34 @@ def test_the_grafana_dashboard_only_uses_metrics_the_scrape_shows(scrape):
     assert len(expressions) >= 8
     used = {m for expr in expressions for m in re.findall(r"\bsparkcast_[a-z_]+", expr)}
     assert used and used <= names, sorted(used - names)
+
+
+def test_sparkcast_view_of_the_output_folder_and_of_the_endpoint(scrape, capsys):
+    from sparkcast.cli import main
+
+    _, op, out = scrape
+    assert main(["view", "--output", str(out), "--once"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text  # not a terminal: no ANSI codes
+    lines = text.splitlines()
+    assert sum(line.startswith("sparkcast: query prom_q micro-batch") for line in lines) >= 2
+    assert f"operator {op}: events main 70 + broadcast 4" in text
+    # each subtask's version is attributed to the micro-batch that applied the last update
+    applied = [line for line in lines if "applied in micro-batch" in line]
+    assert len(applied) == 2 and all("#1" in line for line in applied), applied
+    header = next(i for i, line in enumerate(lines) if line.split() == ["batch", "id", "version"])
+    assert lines[header - 1].strip() == "main" and lines[header + 1].split()[2] in {"1", "2"}
+    assert main(["view", "--url", metrics_url(), "--once", "--query", "prom_q"]) == 0
+    assert f"operator {op}: events main 70 + broadcast 4" in capsys.readouterr().out
+
+
+def test_sparkcast_report_writes_one_html_with_the_pictures(scrape, tmp_path, capsys):
+    from sparkcast.cli import main
+
+    _, op, out = scrape
+    page = tmp_path / "report.html"
+    assert main(["report", "--output", str(out), "--html", str(page)]) == 0
+    html = page.read_text()
+    assert html.count("<svg") == 4  # rows/s, latency, outputs + dead letters, versions
+    assert f"{op}: broadcast version per subtask" in html and "<rect" in html
+    assert "http" not in html.replace("http://www.w3.org/2000/svg", "")  # self-contained

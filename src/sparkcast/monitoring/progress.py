@@ -15,6 +15,8 @@ from typing import Any
 from sparkcast.monitoring.merge import merge_reports
 
 OBSERVATION = "sparkcast"
+#: the progress log ``write_stream`` keeps beside its output (one record per line)
+PROGRESS_LOG = "_sparkcast_progress.jsonl"
 #: the callbacks whose dead letters are counted apart (``input``: malformed input lines;
 #: ``output``: outputs that do not match their schema)
 CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", "on_timer",

@@ -130,7 +130,7 @@ class Families:
             for descriptor, entries in sorted((now.get("broadcast_entries") or {}).items()):
                 f["entries"].add_metric([*op, subtask, descriptor], entries)
             f["version"].add_metric([*op, subtask, str(now.get("version"))], 1)
-        for batch, subtask, _ in _latest_changes(t):
+        for subtask, (batch, _) in t.applied_versions().items():
             if batch is not None:
                 f["version_batch"].add_metric([*op, subtask], batch)
         if t.effect_latency_ms is not None:
@@ -155,13 +155,6 @@ class Families:
 
     def all(self) -> list[Any]:
         return list(self.f.values())
-
-
-def _latest_changes(t: OperatorTotals) -> list[tuple[int | None, str, str]]:
-    latest: dict[str, tuple[int | None, str, str]] = {}
-    for change in t.version_changes:
-        latest[change[1]] = change
-    return [latest[s] for s in sorted(latest)]
 
 
 def exposition(monitor: Monitor = MONITOR) -> bytes:

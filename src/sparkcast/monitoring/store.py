@@ -61,6 +61,13 @@ class OperatorTotals:
         if merged.get("effect_latency_ms") is not None:
             self.effect_latency_ms = merged["effect_latency_ms"]
 
+    def applied_versions(self) -> dict[str, tuple[int | None, str]]:
+        """Per subtask: its current broadcast version and the micro-batch that applied it."""
+        latest: dict[str, tuple[int | None, str]] = {}
+        for batch, subtask, version in self.version_changes:
+            latest[subtask] = (batch, version)
+        return dict(sorted(latest.items(), key=lambda item: int(item[0])))
+
 
 @dataclass
 class QueryState:
@@ -95,6 +102,10 @@ class Monitor:
             state.input_rows += record["input_rows"]
             for name, merged in record["operators"].items():
                 state.operators.setdefault(name, OperatorTotals()).add(merged)
+
+    def query(self, query_id: str) -> QueryState | None:
+        with self._lock:
+            return self._queries.get(query_id)
 
     def queries(self) -> list[QueryState]:
         with self._lock:

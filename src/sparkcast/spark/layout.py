@@ -22,8 +22,10 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from sparkcast.api.row import Row
+from sparkcast.core.batch_metrics import METRICS_TAG
 from sparkcast.core.records import DeadLetter
 from sparkcast.errors import PipelineError
+from sparkcast.monitoring.progress import PROGRESS_LOG
 from sparkcast.spark import storage
 
 TAG = "_tag"
@@ -34,7 +36,7 @@ MAIN = "main"
 #: the tag of the one row per subtask and call that carries its metrics (JSON in ``_payload``;
 #: ``core/batch_metrics.py``); every accessor of ``ProcessResult`` filters it out, the
 #: observation in ``observe.py`` reads it, ``write_stream`` writes it under ``_output=_metrics``
-METRICS = "_metrics"
+METRICS = METRICS_TAG
 #: column names of the tagged frame and of ``write_stream``'s files: no output field may use them
 RESERVED = (TAG, TS, PAYLOAD, OUTPUT)
 
@@ -42,8 +44,6 @@ DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, 
                       "timestamp long, subtask int")
 
 MANIFEST = "_sparkcast_outputs.json"
-#: beside ``write_stream``'s data: one merged record per micro-batch (monitoring/progress.py)
-PROGRESS_LOG = "_sparkcast_progress.jsonl"
 
 
 def check_reserved(names: Iterable[str], what: str = "output_schema") -> None:

@@ -46,6 +46,7 @@ from sparkcast.monitoring.progress import (
     plain,
 )
 from sparkcast.monitoring.store import MONITOR
+from sparkcast.monitoring.view import batch_line
 from sparkcast.spark.layout import METRICS, PAYLOAD, TAG
 
 #: the subtasks' built-in counts summed in the observation (``core/batch_metrics.py``)
@@ -122,20 +123,6 @@ def warning(metrics: dict[str, Any], query: str, batch_id: int) -> str | None:
             f"result.dead_letters or read_output(spark, path, 'dead_letters')")
 
 
-def info_line(record: dict[str, Any]) -> str:
-    """The INFO line of one micro-batch: rows, outputs, dead letters, versions."""
-    parts = []
-    for name, op in record["operators"].items():
-        outputs = ", ".join(f"{k} {v}" for k, v in sorted(op["outputs"].items())) or "none"
-        versions = sorted({str(s["version"])[:8] for s in op["subtasks"].values()})
-        parts.append(f"{name}: events {op['events_main']} + broadcast {op['events_broadcast']}, "
-                     f"outputs {outputs}, dead letters {op.get('dead_letters') or 0}, "
-                     f"versions {'/'.join(versions) or '-'}")
-    return (f"sparkcast: query {record['query']} micro-batch {record['batch']}: "
-            f"{record['input_rows']} rows in {record['duration_ms'] / 1000:.1f} s; "
-            + "; ".join(parts))
-
-
 def append_progress_log(path: str, record: dict[str, Any]) -> None:
     with _LOG_LOCK, open(path, "a", encoding="utf-8") as out:
         out.write(json.dumps(record, default=str) + "\n")
@@ -158,7 +145,7 @@ class ProgressListener(StreamingQueryListener):
         if path is not None:
             append_progress_log(path, record)
         if log.isEnabledFor(logging.INFO):
-            log.info(info_line(record))
+            log.info(batch_line(record))
         for observation, row in progress["observedMetrics"].items():
             if is_observation(observation):
                 line = warning(row, record["query"], record["batch"])
