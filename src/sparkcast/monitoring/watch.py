@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from sparkcast.errors import PipelineError
 from sparkcast.monitoring.outputs import OutputFolder
-from sparkcast.monitoring.progress import PROGRESS_LOG
+from sparkcast.monitoring.progress import PROGRESS_LOG, is_observation
 from sparkcast.monitoring.store import MONITOR, Monitor
 from sparkcast.monitoring.view import Style, batch_line, screen
 
@@ -97,5 +97,23 @@ def view(query: Any, output: str | Path | None = None, out: TextIO = sys.stdout,
     ``output`` (a ``write_stream`` folder) adds its recent rows."""
     folder = OutputFolder(output) if output is not None else None
     name = query.name or str(query.id)
+    ended: list[float] = []
+
+    def running() -> bool:
+        if query.isActive:
+            return True
+        ended[:1] = ended[:1] or [time.monotonic()]
+        return time.monotonic() - ended[0] < 10 and _catching_up(query)
+
     return watch(lambda: MONITOR, folder=folder, out=out, refresh_seconds=refresh_seconds,
-                 running=lambda: bool(query.isActive), query=name)
+                 running=running, query=name)
+
+
+def _catching_up(query: Any) -> bool:
+    """Whether the listener (asynchronous, on Spark's listener bus) has yet to deliver a
+    finished query's last sparkcast micro-batch."""
+    reported = [int(p["batchId"]) for p in query.recentProgress
+                if any(is_observation(n) for n in p.get("observedMetrics") or {})]
+    state = MONITOR.query(str(query.id))
+    seen = state.last["batch"] if state is not None and state.last is not None else None
+    return bool(reported) and seen != max(reported)

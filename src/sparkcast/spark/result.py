@@ -41,7 +41,8 @@ class ProcessResult:
         if self._tagged is None:
             tagged = _operator(self.plan)
             if tagged.isStreaming:
-                self.observation = next_name(tagged.sparkSession)
+                if self.observation is None:  # a rebuilt operator (reset) keeps its name
+                    self.observation = next_name(tagged.sparkSession)
                 tagged = observed(tagged, self.observation)
             self._tagged = tagged
         return self._tagged
