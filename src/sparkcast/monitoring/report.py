@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkcast.monitoring.store import Monitor, QueryState
 
-WIDTH, HEIGHT, PAD = 760, 220, 48
+WIDTH, HEIGHT, PAD = 760, 220, 64
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#bab0ac")
 
