@@ -65,7 +65,7 @@ def screen(monitor: Monitor, folder: OutputFolder | None = None, *, style: Style
 def query_lines(state: QueryState, style: Style, status: str = "") -> list[str]:
     last = state.last
     lines = [f"{style.bold}sparkcast · query {state.name}{style.reset}  {style.dim}{status}"
-             f"{style.reset}"]
+             f"{style.reset}".rstrip()]
     if last is None:
         return lines
     lines += [f"micro-batches {state.batches:>5}   last #{last['batch']}   rows in last batch "
