@@ -83,3 +83,26 @@ def test_run_takes_a_master_a_packed_environment_and_spark_settings(tmp_path, mo
     bad = build_parser().parse_args(argv[:-1] + ["no-equals-sign"])
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         session_settings(bad)
+
+
+@pytest.mark.spark
+def test_the_demo_terminal_output_has_no_worker_banners_and_no_warn_flood(tmp_path):
+    """The demo in its own process (a fresh JVM, as a user runs it), output piped: sparkcast's
+    log configuration and banner filter hold, and a pipe gets no ANSI codes."""
+    import subprocess
+    import sys
+
+    from sparkcast.spark.quiet import BANNERS
+
+    run = subprocess.run(
+        [sys.executable, "-m", "sparkcast.cli", "demo", "fraud", "--scale", "1",
+         "--step-seconds", "0.5", "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=900, check=False)
+    text = run.stdout + run.stderr
+    assert run.returncode == 0, text[-3000:]
+    assert "nothing lost, nothing duplicated" in run.stdout
+    assert not [line for line in text.splitlines() if any(b in line for b in BANNERS)]
+    assert "doesn't contain key" not in text
+    warnings = [line for line in text.splitlines() if " WARN " in line]
+    assert len(warnings) <= 6, warnings  # start-up notices only, never one per batch or key
+    assert "\x1b" not in text

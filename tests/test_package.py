@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-PURE_PACKAGES = ["sparkcast", "sparkcast.api", "sparkcast.core", "sparkcast.testing"]
+PURE_PACKAGES = ["sparkcast", "sparkcast.api", "sparkcast.core", "sparkcast.testing",
+                 "sparkcast.monitoring"]
 
 _BLOCK_PYSPARK = textwrap.dedent(
     """

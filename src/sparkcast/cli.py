@@ -9,6 +9,8 @@
     sparkcast list                         the applications
     sparkcast state show CHECKPOINT [--key K]          a job's state (state_cli.py)
     sparkcast state rescale CHECKPOINT NEW --parallelism P [--state-buckets B]
+    sparkcast view [--url URL | --output DIR]   the live view of any sparkcast query
+    sparkcast report (--url URL | --output DIR) --html FILE   a run's pictures, one HTML file
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 from sparkcast import state_cli
 from sparkcast.apps import APP_NAMES, FLAGSHIP, get_app
+from sparkcast.view import VIEW_COMMANDS, add_view_commands, run_view_command
 
 EPILOG = "applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP})"
 
@@ -92,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("list", help="list the applications",
                         description="List the applications and what they do.")
     state_cli.add_commands(commands)
+    add_view_commands(commands)
     return parser
 
 
@@ -102,6 +106,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="files per source per micro-batch (default 1; 0 = all)")
     parser.add_argument("--no-view", action="store_true",
                         help="no live view (one line per micro-batch instead)")
+    parser.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics "
+                             "(0 picks a free port; see docs/monitoring.md)")
+    parser.add_argument("--spark-ui", action="store_true",
+                        help="switch the Spark UI on (http://localhost:4040)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,10 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _generate(args)
     if args.command == "state":
         return state_cli.run(args)
+    if args.command in VIEW_COMMANDS:
+        return run_view_command(args)
     from sparkcast.apps.runner import RunSettings
 
     settings = RunSettings(parallelism=args.parallelism,
-                           max_files_per_trigger=args.max_files_per_trigger or None)
+                           max_files_per_trigger=args.max_files_per_trigger or None,
+                           ui=args.spark_ui, metrics_port=args.metrics_port)
     if args.command == "demo":
         return _demo(args, settings)
     return _run(args, settings)
@@ -175,7 +187,8 @@ def _session(args: argparse.Namespace, parallelism: int) -> object:
     conf = {"spark.sql.shuffle.partitions": str(parallelism), **session_settings(args)}
     if args.archive:  # this driver's own Python runners use the shipped environment too
         os.environ["PYSPARK_PYTHON"] = PYTHON
-    return session(args.master or "local[2]", "sparkcast-" + args.app, conf=conf)
+    return session(args.master or "local[2]", "sparkcast-" + args.app, conf=conf,
+                   ui=args.spark_ui, metrics_port=args.metrics_port)
 
 
 def _run(args: argparse.Namespace, settings: object) -> int:

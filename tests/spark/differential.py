@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from sparkcast.api.row import row_type
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
-from sparkcast.spark.layout import to_jsonable
+from sparkcast.spark.layout import METRICS, to_jsonable
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.conftest import write_json_lines
 from tests.spark.corpus import Program
@@ -123,8 +123,9 @@ def _tagged(program: Program, main: DataFrame, bcast: DataFrame, parallelism: in
     result = process(program, main, bcast, parallelism)
     fields = [F.col(f"`{f}`") for f in result.plan.output_schema.fieldNames()]
     main = F.to_json(F.struct(*fields), {"ignoreNullFields": "false"})
-    return result.tagged.select(F.lit(program.name).alias("program"), "_tag",
-                                main.alias("main"), "_payload")
+    outputs = result.tagged.filter(F.col("_tag").isNull() | (F.col("_tag") != F.lit(METRICS)))
+    return outputs.select(F.lit(program.name).alias("program"), "_tag", main.alias("main"),
+                          "_payload")
 
 
 def _batch_inputs(spark: Any, program: Program) -> tuple[DataFrame, DataFrame]:

@@ -77,6 +77,12 @@ class Histogram(Distribution):
         ordered = sorted(self._values)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
+    def newest(self, count: int) -> list[float]:
+        """The newest ``count`` values still kept (at most ``max_values``)."""
+        values = self._values
+        count = min(count, len(values))
+        return [values[i] for i in range(len(values) - count, len(values))]
+
     def snapshot(self) -> dict[str, Any]:
         return {**super().snapshot(), "p50": self.quantile(0.5), "p99": self.quantile(0.99)}
 
@@ -106,6 +112,11 @@ class MetricGroup:
 
     def histogram(self, name: str) -> Histogram:
         return self._register(name, Histogram)
+
+    def registered(self) -> dict[str, Any]:
+        """The metric objects by full name (gauges are their callables): what the engine reports
+        to Spark after every micro-batch."""
+        return dict(self._registry)
 
     def snapshot(self) -> dict[str, Any]:
         """Every metric's current value: counts, gauge readings, distribution summaries."""

@@ -1,8 +1,11 @@
-"""The live terminal view of a running application, and its closing summary (plain ANSI).
+"""The live view of a running application, and its closing summary.
 
-Everything shown comes from the query's progress reports (micro-batches, rows, latency) and
-from the output files of finished micro-batches (:class:`OutputTracker`): the version of the
-broadcast state each subtask used, when each version took effect, and the latest outputs.
+The application's view adds to the general one (``monitoring/view.py``, ``sparkcast view``):
+the query's progress reports (micro-batches, rows, latency), the operator's metrics as the
+listener merged them (events, outputs, dead letters, the broadcast version of each subtask with
+the micro-batch that applied it), and, from the output files of finished micro-batches
+(:class:`OutputTracker`), the application's own version column per subtask, when each version
+took effect, and the latest outputs under their column headers. ANSI codes only on a terminal.
 """
 
 from __future__ import annotations
@@ -14,10 +17,8 @@ from typing import Any, TextIO
 
 from sparkcast.apps.base import App
 from sparkcast.apps.outputs import OutputTracker
-
-CLEAR = "\x1b[H\x1b[J"
-BOLD, DIM, RESET = "\x1b[1m", "\x1b[2m", "\x1b[0m"
-GREEN, RED, YELLOW = "\x1b[32m", "\x1b[31m", "\x1b[33m"
+from sparkcast.monitoring.store import MONITOR
+from sparkcast.monitoring.view import Style, operator_lines, table_row
 
 
 @dataclass
@@ -68,19 +69,22 @@ class LiveView:
     """Redraws the screen (a terminal) or prints one line per micro-batch (a pipe or log)."""
 
     def __init__(self, app: App, tracker: OutputTracker, progress: Progress, *,
-                 out: TextIO = sys.stdout, expected_events: int | None = None) -> None:
+                 out: TextIO = sys.stdout, expected_events: int | None = None,
+                 query_id: str | None = None) -> None:
         self.app = app
         self.tracker = tracker
         self.progress = progress
         self.out = out
         self.expected = expected_events
-        self.tty = out.isatty()
+        self.query_id = query_id
+        self.style = Style(out.isatty())
+        self.tty = self.style.tty
         self.started = time.monotonic()
         self._printed: set[int] = set()
 
     def refresh(self, status: str = "") -> None:
         if self.tty:
-            self.out.write(CLEAR + "\n".join(self.lines(status)) + "\n")
+            self.out.write(self.style.clear + "\n".join(self.lines(status)) + "\n")
             self.out.flush()
             return
         for batch in sorted(self.progress.batches):
@@ -100,11 +104,11 @@ class LiveView:
         return ", ".join(f"{s}→{v}" for s, (_, v) in sorted(self.tracker.latest.items())) or "-"
 
     def lines(self, status: str = "") -> list[str]:
-        app, progress, tracker = self.app, self.progress, self.tracker
+        app, progress, tracker, st = self.app, self.progress, self.tracker, self.style
         elapsed = time.monotonic() - self.started
         last = progress.last_batch
-        lines = [f"{BOLD}sparkcast · {app.name}{RESET} — {app.title}",
-                 f"{DIM}elapsed {elapsed:5.0f} s   {status}{RESET}", ""]
+        lines = [f"{st.bold}sparkcast · {app.name}{st.reset} — {app.title}",
+                 f"{st.dim}elapsed {elapsed:5.0f} s   {status}{st.reset}", ""]
         if last is None:
             return lines + ["waiting for the first micro-batch (Spark starts its workers)…"]
         report = progress.batches[last]
@@ -116,19 +120,23 @@ class LiveView:
             f"events in {events:>6}{expected}   events/s "
             f"{float(report.get('processedRowsPerSecond') or 0):8.0f}   batch latency "
             f"{progress.latency_ms(last) / 1000:5.1f} s",
-            "outputs: " + "  ".join(f"{n} {tracker.counts.get(n, 0)}" for n in app.output_names()),
-            "", f"{BOLD}broadcast state per subtask{RESET} ({app.version_column}):"]
+            "outputs: " + "  ".join(f"{n} {tracker.counts.get(n, 0)}" for n in app.output_names())]
+        state = MONITOR.query(self.query_id) if self.query_id else None
+        for name, totals in (state.operators.items() if state else ()):
+            lines += operator_lines(name, totals, st)
+        lines += ["", f"{st.bold}{app.version_column} per subtask{st.reset} (from the outputs):"]
         for subtask, (batch, version) in sorted(tracker.latest.items()):
             lines.append(f"  subtask {subtask}: {version}  (last output in micro-batch {batch})")
-        lines += ["", f"{BOLD}versions took effect{RESET}:"]
+        lines += ["", f"{st.bold}versions took effect{st.reset}:"]
         for version, seen in tracker.switches():
             lines.append(f"  {version}: " + _switch_text(seen))
-        lines += ["", f"{BOLD}recent outputs{RESET}:"]
-        columns = app.show_columns
+        lines += ["", f"{st.bold}recent outputs{st.reset}:"]
+        columns = list(app.show_columns)
+        lines.append("  " + table_row(["batch", *columns], 14))
         for batch, row in list(tracker.recent)[-6:]:
-            lines.append(f"  #{batch:<3} " + "  ".join(f"{row.get(c)}" for c in columns))
+            lines.append("  " + table_row([f"#{batch}", *(row.get(c) for c in columns)], 14))
         for batch, name, row in list(tracker.recent_side)[-3:]:
-            lines.append(f"  #{batch:<3} {YELLOW}{name}{RESET} {_short(row)}")
+            lines.append(f"  #{batch:<3} {st.yellow}{name}{st.reset} {_short(row)}")
         return lines
 
 
@@ -146,8 +154,10 @@ def _short(row: dict[str, Any], limit: int = 110) -> str:
 
 
 def summary(app: App, tracker: OutputTracker, progress: Progress,
-            expected_events: int | None) -> tuple[list[str], bool]:
+            expected_events: int | None, style: Style | None = None) -> tuple[list[str], bool]:
     """The closing report and whether it is clean (no event lost, no dead letter)."""
+    st = style or Style(tty=False)
+    BOLD, RESET, GREEN, RED, YELLOW = st.bold, st.reset, st.green, st.red, st.yellow  # noqa: N806
     events_in = progress.events_in()
     lines = [f"{BOLD}summary · {app.name}{RESET}",
              f"  micro-batches: {len(progress.batches)}",

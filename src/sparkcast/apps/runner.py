@@ -31,6 +31,10 @@ class RunSettings:
     available_now: bool = False
     duration: float | None = None
     refresh_seconds: float = 1.0
+    #: the Spark UI on http://localhost:4040 (``--spark-ui``)
+    ui: bool = False
+    #: serve Prometheus' /metrics and /progress.json on 127.0.0.1 (``--metrics-port``)
+    metrics_port: int | None = None
 
 
 @dataclass
@@ -42,12 +46,13 @@ class RunReport:
     seconds: float
 
 
-def spark_session(parallelism: int) -> Any:
+def spark_session(parallelism: int, ui: bool = False, metrics_port: int | None = None) -> Any:
     from sparkcast.spark import session
 
     partitions = str(min(parallelism, 2))
     return session(conf={"spark.sql.shuffle.partitions": partitions,
-                         "spark.default.parallelism": partitions})
+                         "spark.default.parallelism": partitions},
+                   ui=ui, metrics_port=metrics_port)
 
 
 def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: Path | str, *,
@@ -60,7 +65,7 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
     from sparkcast.apps.wiring import start
 
     settings = settings or RunSettings()
-    spark = spark or spark_session(settings.parallelism)
+    spark = spark or spark_session(settings.parallelism, settings.ui, settings.metrics_port)
     trigger = ({"availableNow": True} if settings.available_now
                else {"processingTime": f"{settings.trigger_seconds} seconds"})
     began = time.monotonic()
@@ -70,7 +75,8 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
                   parallelism=settings.parallelism,
                   max_files_per_trigger=settings.max_files_per_trigger, trigger=trigger)
     progress = Progress(str(events), str(broadcast))
-    live = LiveView(app, tracker, progress, out=out, expected_events=expected_events)
+    live = LiveView(app, tracker, progress, out=out, expected_events=expected_events,
+                    query_id=str(query.id))
 
     def poll() -> None:
         progress.update(query)
@@ -94,7 +100,7 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
     if query.exception() is not None:
         raise RuntimeError(f"the query failed: {query.exception()}")
     poll()
-    lines, ok = summary(app, tracker, progress, expected_events)
+    lines, ok = summary(app, tracker, progress, expected_events, live.style)
     return RunReport(tracker, progress, lines, ok, time.monotonic() - began)
 
 

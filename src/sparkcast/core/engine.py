@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ from sparkcast.api.state import State
 from sparkcast.api.timers import MIN_WATERMARK, TimeDomain
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
+from sparkcast.core.batch_metrics import SubtaskMeter
 from sparkcast.core.broadcast_state import (
     BroadcastStates,
     BroadcastStateView,
@@ -77,6 +79,8 @@ class SubtaskEngine:
         descriptors = {} if isinstance(function, KeyedAdapter) and not broadcast_descriptors else {
             d.name: d for d in check_broadcast(broadcast_descriptors)}
         self.metrics = MetricGroup()
+        #: per-call counts for monitoring (core/batch_metrics.py)
+        self.meter = SubtaskMeter(self.metrics)
         self.scope = KeyScope()
         self.collector = OutputCollector(self.task.function_name, self.options.on_error)
         self.timers = {domain: TimerQueue() for domain in TimeDomain}
@@ -178,6 +182,8 @@ class SubtaskEngine:
         content = fingerprint or codec.fingerprint(value)
         chain = f"{self.broadcast_version}|{content}|{timestamp}".encode()
         self.broadcast_version = hashlib.blake2b(chain, digest_size=12).hexdigest()
+        self.meter.broadcast_applied_at(timestamp if timestamp is not None
+                                        else int(time.time() * 1000))
         ctx = self.contexts.get("broadcast")
         try:
             self.collector.invoke("process_broadcast_element",
@@ -240,9 +246,13 @@ class SubtaskEngine:
         keys = main_keys if main_keys is not None else [NO_KEY] * count
         if self.options.time_alignment == "event":
             self._run_event_aligned(ordered, self.runner.rows(main_values), timestamps, keys)
+            if count:  # merged by event time: the updates took effect during the call
+                self.meter.main_started()
             return
         for element, content in ordered:
             self.process_broadcast_element(element.value, element.timestamp, content)
+        if count:
+            self.meter.main_started()
         if self.hold.ready:
             self.runner.run(main_values, timestamps, keys)
             return
@@ -278,6 +288,7 @@ class SubtaskEngine:
             if due is None:
                 return
             timestamp, key = due
+            self.meter.timers_fired += 1
             scope.enter(key, timestamp)
             ctx = contexts.on_timer(domain)
             output_ts = timestamp if domain is TimeDomain.EVENT_TIME else None

@@ -9,6 +9,7 @@ from sparkcast.spark.dependency import require_pyspark
 
 require_pyspark()
 
+from sparkcast.spark.prometheus import metrics_url, serve_metrics  # noqa: E402
 from sparkcast.spark.rescale import rescale  # noqa: E402
 from sparkcast.spark.result import DEAD_LETTER_SCHEMA, ProcessResult  # noqa: E402
 from sparkcast.spark.session import session  # noqa: E402
@@ -28,9 +29,11 @@ __all__ = [
     "KeyedStream",
     "ProcessResult",
     "Stream",
+    "metrics_url",
     "read_output",
     "read_state",
     "rescale",
+    "serve_metrics",
     "session",
     "state_value",
 ]

@@ -14,14 +14,18 @@ import base64
 import datetime
 import decimal
 import json
+import os
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from sparkcast.api.row import Row
+from sparkcast.core.batch_metrics import METRICS_TAG
 from sparkcast.core.records import DeadLetter
 from sparkcast.errors import PipelineError
+from sparkcast.monitoring.progress import PROGRESS_LOG
 from sparkcast.spark import storage
 
 TAG = "_tag"
@@ -29,6 +33,10 @@ TS = "_ts"
 PAYLOAD = "_payload"
 OUTPUT = "_output"
 MAIN = "main"
+#: the tag of the one row per subtask and call that carries its metrics (JSON in ``_payload``;
+#: ``core/batch_metrics.py``); every accessor of ``ProcessResult`` filters it out, the
+#: observation in ``observe.py`` reads it, ``write_stream`` writes it under ``_output=_metrics``
+METRICS = METRICS_TAG
 #: column names of the tagged frame and of ``write_stream``'s files: no output field may use them
 RESERVED = (TAG, TS, PAYLOAD, OUTPUT)
 
@@ -104,6 +112,16 @@ def write_manifest(path: str, main: str, side_outputs: dict[str, str | None]) ->
     so ``read_output`` types each output. Any location ``storage`` understands (paths, URIs)."""
     document = {"main": main, "side_outputs": side_outputs}
     storage.write_bytes(storage.join(path, MANIFEST), json.dumps(document, indent=1).encode())
+
+
+def progress_log_path(path: str) -> str | None:
+    """Where a ``write_stream`` query's progress log goes (local paths only: it is appended
+    to, which object stores cannot do)."""
+    if not storage.is_local_path(path):
+        return None
+    local = urlsplit(path).path if storage.is_uri(path) else path
+    os.makedirs(local, exist_ok=True)
+    return os.path.join(local, PROGRESS_LOG)
 
 
 def read_manifest(path: str) -> dict[str, Any] | None:

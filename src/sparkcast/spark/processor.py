@@ -29,10 +29,11 @@ from sparkcast.core.seed import Seed, apply_seed
 from sparkcast.spark.compatibility import guard_subtask, layout_json
 from sparkcast.spark.packing import unpack_main
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.rows import OutputEncoder, rows_of
+from sparkcast.spark.rows import OutputEncoder, rows_of, to_pandas
 from sparkcast.spark.state import SparkStateBackend, SparkStates
 from sparkcast.spark.stateless import apply_static_broadcast
 from sparkcast.spark.values import convert_rows, converters, main_values
+from sparkcast.spark.worker_metrics import metrics_table
 
 _ENGINES: dict[tuple[str, int], SubtaskEngine] = {}
 _BLOB = 4  # columns: _subtask, _side, _ts, _seq, _blob, then _order and b_0 … (broadcast rows)
@@ -91,12 +92,14 @@ class BroadcastProcessor(StatefulProcessor):
         broadcast, main, timestamps, keys = self._split(frame, engine)
         engine.run_micro_batch(broadcast, main, timestamps, keys, watermark=watermark,
                                processing_time=now)
+        engine.meter.finish()
         engine.flush()
         self._sync_spark_timer(engine)
         outputs = engine.take_outputs()
         if subtask and (broadcast or self.applied_static):
             outputs = broadcast_letters_once(outputs)
         yield from self.encoder.encode(outputs, subtask)
+        yield to_pandas(metrics_table(engine, self.encoder, subtask, len(main), len(broadcast)))
 
     def _engine(self, subtask: int, static: bool = True) -> SubtaskEngine:
         plan = self.plan
@@ -112,6 +115,7 @@ class BroadcastProcessor(StatefulProcessor):
             _ENGINES[(plan.pipeline_id, subtask)] = engine
         else:
             engine.take_outputs()
+        engine.meter.begin()
         engine.bind(backend)
         self.applied_static = (static and bool(plan.static_broadcast)
                                and engine.broadcast_version == "")

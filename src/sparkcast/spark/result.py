@@ -41,7 +41,8 @@ class ProcessResult:
         if self._tagged is None:
             tagged = _operator(self.plan)
             if tagged.isStreaming:
-                self.observation = next_name(tagged.sparkSession)
+                if self.observation is None:  # a rebuilt operator (reset) keeps its name
+                    self.observation = next_name(tagged.sparkSession)
                 tagged = observed(tagged, self.observation)
             self._tagged = tagged
         return self._tagged
@@ -96,15 +97,21 @@ class ProcessResult:
         return rows.select(F.from_json(PAYLOAD, DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
 
     def write_stream(self, path: str, checkpoint_location: str, *, format: str = "parquet",
-                     trigger: dict[str, Any] | None = None, query_name: str | None = None) -> Any:
+                     trigger: dict[str, Any] | None = None, query_name: str | None = None,
+                     metrics_port: int | None = None) -> Any:
         """Start ONE streaming query that writes the main output, every side output and the
         dead letters under ``path`` (one checkpoint, no recomputation), exactly once through
-        Spark's file sink; read them with ``read_output(spark, path, "main" | tag)``."""
+        Spark's file sink; read them with ``read_output(spark, path, "main" | tag)``.
+        ``metrics_port`` serves the Prometheus endpoint on 127.0.0.1 (docs/monitoring.md)."""
         if not self.tagged.isStreaming:
             raise PipelineError("write_stream needs a streaming input; for batch DataFrames "
                                 "write result.main and result.side_output(tag) directly")
         from sparkcast.spark.sink import start_sink
 
+        if metrics_port is not None:
+            from sparkcast.spark.prometheus import serve_metrics
+
+            serve_metrics(self.tagged.sparkSession, metrics_port)
         return start_sink(self, path, checkpoint_location, format, trigger, query_name)
 
     def _register(self, tag: OutputTag) -> StructType | None:

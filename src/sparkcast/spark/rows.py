@@ -18,9 +18,18 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from sparkcast.api.row import Row, row_type
-from sparkcast.core.output_check import CheckedOutput, OutputChecker
+from sparkcast.core.output_check import Checked, CheckedOutput, OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, OutputRecord
-from sparkcast.spark.layout import PAYLOAD, TAG, TS, dead_letter_payload, payload, to_jsonable
+from sparkcast.spark.layout import (
+    MAIN,
+    METRICS,
+    PAYLOAD,
+    TAG,
+    TS,
+    dead_letter_payload,
+    payload,
+    to_jsonable,
+)
 
 
 def row_from_spark(fields: tuple[str, ...], values: Sequence[Any]) -> Row:
@@ -86,14 +95,18 @@ class OutputEncoder:
                                  pa.field(PAYLOAD, pa.string()), *self.main_schema])
         self.checker = OutputChecker(self.main_schema, {
             tag: None if s is None else arrow_schema(s) for tag, s in side_schemas.items()})
+        #: rows per output and dead letters per callback encoded since ``take_counts``
+        self.counts: dict[str, int] = {}
+        self.letters: dict[str, int] = {}
 
     def encode(self, records: list[OutputRecord], subtask: int) -> list[pd.DataFrame]:
         """Output frames (none when there is nothing: Spark wants no frame, not an empty one)."""
-        return [_to_pandas(t) for t in self.encode_tables(records, subtask)]
+        return [to_pandas(t) for t in self.encode_tables(records, subtask)]
 
     def encode_tables(self, records: list[OutputRecord], subtask: int) -> list[pa.Table]:
         """The same as Arrow tables, none of them empty."""
         checked = self.checker.check(records)
+        self._count(checked)
         tables = [self._main_table(t, ts) for t, ts in _pairs(checked.outputs.get(None))]
         extra: list[tuple[str, int | None, str]] = []
         for tag_id, output in checked.outputs.items():
@@ -106,6 +119,33 @@ class OutputEncoder:
                      for letter, t in checked.letters)
         tables.append(self._extra_table(extra))
         return [t for t in tables if t is not None and t.num_rows]
+
+    def metrics_table(self, report: dict[str, Any]) -> pa.Table:
+        """The one ``_metrics`` row of a call (``layout.METRICS``)."""
+        extra = self._extra_table([(METRICS, None, json.dumps(report, ensure_ascii=False))])
+        assert extra is not None
+        return extra
+
+    def take_counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Rows per output and dead letters per callback since the last call (the call's
+        ``_metrics`` row reports them)."""
+        counts, letters = self.counts, self.letters
+        self.counts, self.letters = {}, {}
+        return counts, letters
+
+    def _count(self, checked: Checked) -> None:
+        """In bulk: table sizes per output, a loop only over the (few) letters and untyped."""
+        counts, letters = self.counts, self.letters
+        for tag, output in checked.outputs.items():
+            name = MAIN if tag is None else tag
+            counts[name] = counts.get(name, 0) + sum(t.num_rows for t in output.tables)
+        for tag_id, _, _ in checked.untyped:
+            counts[tag_id] = counts.get(tag_id, 0) + 1
+        for letter, _ in checked.letters:
+            letters[letter.callback] = letters.get(letter.callback, 0) + 1
+        if checked.letters:
+            dead = DEAD_LETTERS.tag_id
+            counts[dead] = counts.get(dead, 0) + len(checked.letters)
 
     def _main_table(self, body: pa.Table, timestamps: list[int | None]) -> pa.Table:
         count = body.num_rows
@@ -144,7 +184,7 @@ _NULLABLE_INTS = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(),
                   pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype()}
 
 
-def _to_pandas(table: pa.Table) -> pd.DataFrame:
+def to_pandas(table: pa.Table) -> pd.DataFrame:
     """Column by column: all-null columns (most rows are main rows, whose tag and payload are
     null) are made without Arrow's per-value boxing; strings stay object dtype, which PySpark's
     output conversion handles (pandas 3's Arrow-backed strings broke it, DESIGN.md §5).

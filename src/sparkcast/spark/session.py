@@ -18,7 +18,10 @@
 * ``spark.sql.streaming.noDataMicroBatches.enabled``: a batch without data still advances the
   watermark, so event-time timers fire;
 * ``spark.driver.memory`` = 4g (local only: the driver is also the executor there);
-  ``spark.ui.enabled`` / ``showConsoleProgress`` off: no port to bind, no progress bars in logs.
+  ``spark.ui.enabled`` / ``showConsoleProgress`` off: no port to bind, no progress bars in logs
+  (``ui=True`` switches the UI on);
+* logs stay at Spark's own level with only known noise silenced (``quiet.py``);
+  ``metrics_port`` serves the Prometheus endpoint (``spark/prometheus.py``).
 
 ``remote="sc://host:15002"`` (or ``"local"``) makes a Spark Connect session instead: only the
 SQL settings apply (the server owns the rest); a ``local`` server is started by this process
@@ -32,6 +35,7 @@ import sys
 from typing import Any
 
 from sparkcast.spark.java import ensure_java
+from sparkcast.spark.quiet import java_options, start_filtered_context
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
@@ -52,28 +56,44 @@ DEFAULTS: dict[str, str] = {
 
 def session(
     master: str = "local[2]", app_name: str = "sparkcast", conf: dict[str, Any] | None = None,
-    *, remote: str | None = None,
+    *, remote: str | None = None, ui: bool = False, quiet: bool = True,
+    metrics_port: int | None = None,
 ) -> Any:
     """Get or create a SparkSession for sparkcast; ``conf`` adds or overrides settings.
 
     ``master`` is any Spark master (``local[4]``, ``spark://host:7077``, ``yarn``); under
-    ``spark-submit`` the submitted ``--master`` wins. ``remote`` makes a Spark Connect session."""
-    settings = {**DEFAULTS, **(conf or {})}
-    if remote is not None:
-        return _connect(remote, app_name, settings)
+    ``spark-submit`` the submitted ``--master`` wins. ``remote`` makes a Spark Connect session.
+    ``ui=True`` switches the Spark UI on (http://localhost:4040); ``quiet=False`` keeps Spark's
+    state-server WARNs and the Python workers' banners; ``metrics_port`` starts the Prometheus
+    endpoint on 127.0.0.1 (``0`` picks a free port: ``sparkcast.spark.metrics_url()``)."""
+    settings = {**DEFAULTS, **({"spark.ui.enabled": "true"} if ui else {}),
+                **{k: str(v) for k, v in (conf or {}).items()}}
+    spark = (_connect(remote, app_name, settings) if remote is not None
+             else _classic(master, app_name, settings, quiet))
+    if metrics_port is not None:
+        from sparkcast.spark.prometheus import serve_metrics
+
+        serve_metrics(spark, metrics_port)
+    return spark
+
+
+def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) -> Any:
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    launched = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started us
+    if quiet and launched:
+        settings["spark.driver.extraJavaOptions"] = java_options(settings)
     builder = SparkSession.builder.appName(app_name)
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # else spark-submit started us: its --master
+    if launched:  # under spark-submit its --master wins
         builder = builder.master(master)
     for key, value in settings.items():
-        builder = builder.config(key, str(value))
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+        builder = builder.config(key, value)
+    if quiet and launched and SparkSession.getActiveSession() is None:
+        start_filtered_context(master, app_name, settings)
+    return builder.getOrCreate()
 
 
 def _connect(remote: str, app_name: str, settings: dict[str, Any]) -> Any:

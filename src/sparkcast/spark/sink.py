@@ -6,7 +6,9 @@ own file sink (exactly-once: its ``_spark_metadata`` log commits each micro-batc
 atomically; readers see only committed files; one Spark job per micro-batch), or, on the
 streamed path, ``foreachBatch`` with the same commit log written by ``commit_log.py``. A
 manifest beside the data records the side outputs' schemas, so ``read_output`` returns typed
-columns, and refuses an output it cannot type.
+columns, and refuses an output it cannot type. The subtasks' ``_metrics`` rows land under
+``_output=_metrics``, and the driver's listener appends each micro-batch's merged record to
+``<path>/_sparkcast_progress.jsonl`` (for ``sparkcast view`` and ``sparkcast report``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from sparkcast.spark.layout import (
     PAYLOAD,
     RESERVED,
     TAG,
+    progress_log_path,
     read_manifest,
     write_manifest,
 )
+from sparkcast.spark.observe import PROGRESS_LOGS
 
 if TYPE_CHECKING:
     from sparkcast.spark.plan import RuntimePlan
@@ -90,7 +94,12 @@ def start_sink(result: ProcessResult, path: str, checkpoint_location: str, forma
         HOLD_OVERFLOW.tag_id: None,
         **{tag: (None if schema is None else schema.simpleString())
            for tag, schema in plan.side_schemas.items()}})
-    return sink_for(plan).start(result, path, checkpoint_location, format, trigger, query_name)
+    query = sink_for(plan).start(result, path, checkpoint_location, format, trigger,
+                                 query_name)
+    log = progress_log_path(path)
+    if log is not None:
+        PROGRESS_LOGS[str(query.id)] = log
+    return query
 
 
 def partitioned(tagged: DataFrame) -> DataFrame:

@@ -77,6 +77,9 @@ class SparkStateBackend(StateBackend):
         self._blobs: dict[str, Any] = {}
         self._broadcast: dict[str, BroadcastTable] = {}
         self._keyed: dict[str, BucketedTable] = {}
+        #: per keyed descriptor, what the last ``flush`` wrote (``keys_written``,
+        #: ``bytes_written``): the monitoring's view of keyed state, at no extra read
+        self.written: dict[str, dict[str, int]] = {}
 
     def load(self, name: str, default: Any) -> Any:
         if name not in self._blobs:
@@ -107,8 +110,9 @@ class SparkStateBackend(StateBackend):
         for name, broadcast in self._broadcast.items():
             broadcast.write_changes(self._states.broadcast[name], self._blob_dir)
             _remember(self._pipeline_id, name, version, broadcast.entries(), broadcast.seqs)
-        for keyed in self._keyed.values():
-            keyed.write_changes()
+        for name, keyed in self._keyed.items():
+            keys, size = keyed.write_changes()
+            self.written[name] = {"keys_written": keys, "bytes_written": size}
 
     def _cached_broadcast(self, name: str, version: str, decode: Convert | None
                           ) -> tuple[dict, dict]:
@@ -291,15 +295,20 @@ class BucketedTable(MutableMapping):
             if dead:
                 self._dirty.add(index)
 
-    def write_changes(self) -> None:
+    def write_changes(self) -> tuple[int, int]:
+        """Write the changed buckets; (keys in them, bytes written)."""
+        keys = size = 0
         for index in sorted(self._dirty):
             entries = self._loaded[index]
             if entries:
-                self._state.updateValue((self._name, index),
-                                        (codec.encode(list(entries.items())),))
+                blob = codec.encode(list(entries.items()))
+                self._state.updateValue((self._name, index), (blob,))
+                keys += len(entries)
+                size += len(blob)
             else:
                 self._state.removeKey((self._name, index))
         self._dirty.clear()
+        return keys, size
 
     def _decode_bucket(self, blob: Any) -> dict[Any, Any]:
         decode = self._decode

@@ -25,6 +25,7 @@ from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
 from sparkcast.spark.rows import OutputEncoder
 from sparkcast.spark.values import converters, main_values
+from sparkcast.spark.worker_metrics import metrics_table
 
 if TYPE_CHECKING:
     from sparkcast.spark.plan import RuntimePlan
@@ -84,12 +85,17 @@ class StatelessRunner:
             self.bind(engine, plan.pipeline_id, subtask)
         encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
         found = converters(plan.main_types, plan.time_zone)
+        engine.meter.begin()
+        events = 0
         for table in _frames(batches, MIN_FRAME_ROWS if engine.vectorized else 1):
             values, timestamps = main_values(table, 1, plan.main_fields, engine.vectorized,
                                              found)
+            events += table.num_rows
             engine.run_micro_batch([], values, timestamps,
                                    processing_time=int(time.time() * 1000))
             yield from self.emit(engine, encoder, subtask)
+        engine.meter.finish()
+        yield from metrics_table(engine, encoder, subtask, events, 0).to_batches()
 
     @staticmethod
     def emit(engine: SubtaskEngine, encoder: OutputEncoder, subtask: int
