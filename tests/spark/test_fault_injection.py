@@ -92,7 +92,7 @@ def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_p
                 os.killpg(process.pid, signal.SIGKILL)
     assert outcomes == ["killed"] * 3, log.read_text()[-3000:]
     last = _start(tmp_path, log, path)
-    assert last.wait(timeout=240) == 0, log.read_text()[-3000:]
+    assert last.wait(timeout=480) == 0, log.read_text()[-3000:]
     assert _logged(tmp_path / "checkpoint" / "commits") >= set(range(pipeline.EVENT_FILES))
 
     main, letters = pipeline.expected(path)

@@ -12,7 +12,8 @@ runs it as one ``foreachBatch`` query over the union of both inputs instead::
       2. main rows: one mapInArrow (stateless.py's runner) whose engines read that snapshot,
          loaded once per Python worker: no shuffle, one JVM↔Python round trip;
       3. write main rows, side outputs and dead letters as micro-batch N (commit_log.py):
-         a replayed batch is skipped once committed, else rewritten the same way.
+         a replayed batch is skipped once committed, else rewritten the same way; dead
+         letters are counted on that write (an ``Observation``) for the WARN line.
 
 Every subtask reads the same snapshot, so broadcast state is identical everywhere by
 construction. Outputs of ``process_broadcast_element`` are emitted as each of the P subtasks of
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -178,8 +180,18 @@ class StreamedWriter:
         self.output: StructType | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """``batch`` arrives as an opaque ``LogicalRDD``: each action recomputes it from the
+        sources (the collect of the broadcast rows would scan the main rows again, and the
+        query's ``numInputRows`` would count them twice), so it is persisted for both jobs."""
         if self.log.committed(batch_id):
             return
+        batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            self._write(batch, batch_id)
+        finally:
+            batch.unpersist()
+
+    def _write(self, batch: DataFrame, batch_id: int) -> None:
         from sparkcast.spark.result import tagged_schema
         from sparkcast.spark.sink import partitioned
         from sparkcast.spark.stateless import StatelessRunner
@@ -202,7 +214,7 @@ class StreamedWriter:
         emitted = self._broadcast_outputs(outputs, output)
         if emitted is not None:
             tagged = tagged.unionByName(emitted)
-        counts = Observation(f"sparkcast-{batch_id}")
+        counts = Observation(f"sparkcast-{plan.pipeline_id}-{batch_id}")
         if self.log.write(batch_id, partitioned(observed(tagged, counts)), self.format):
             line = warning(counts.get, self.query_name or "write_stream", batch_id)
             if line is not None:
