@@ -155,16 +155,22 @@ def _meta_rows(seeds: dict[int, Seed], name: str) -> list[tuple[Any, ...]]:
             for subtask, seed in sorted(seeds.items()) for h in seed.held]
 
 
-def _unwrapper(kind: str) -> Any:
+def _unwrapper(record: Any) -> Any:
     """Stored records of a TTL descriptor hold ``[value, expires_at]`` (per entry for map and
-    list state): give the values only."""
-    if not kind.endswith(" with TTL"):
-        return lambda record: record
-    if kind.startswith("map<"):
-        return lambda record: {k: v[0] for k, v in record.items()}
-    if kind.startswith("list<"):
-        return lambda record: [v[0] for v in record]
-    return lambda record: record[0]
+    list state): give the values only. ``record`` is the layout's entry for the descriptor
+    (``compatibility.descriptor_record``; a string in checkpoints of earlier versions)."""
+    if isinstance(record, dict):
+        kind, ttl = record.get("kind"), bool(record.get("ttl"))
+    else:
+        text = str(record)
+        kind, ttl = text.split("<", 1)[0], text.endswith(" with TTL")
+    if not ttl:
+        return lambda value: value
+    if kind == "map":
+        return lambda value: {k: v[0] for k, v in value.items()}
+    if kind == "list":
+        return lambda value: [v[0] for v in value]
+    return lambda value: value[0]
 
 
 def _text(value: Any) -> str:
