@@ -60,11 +60,13 @@ def load(url: str | None = None, output: Path | str | None = None) -> Monitor:
 
 
 def watch(source: Callable[[], Monitor], *, folder: OutputFolder | None = None,
-          out: TextIO = sys.stdout, refresh_seconds: float = 1.0,
+          out: TextIO | None = None, refresh_seconds: float = 1.0,
           running: Callable[[], bool] = lambda: False, query: str | None = None) -> Monitor:
     """Show the view until ``running()`` is false (at least once); returns the last monitor.
     On a terminal the screen is redrawn; elsewhere a line per new micro-batch, then the whole
-    screen once at the end, without ANSI codes."""
+    screen once at the end, without ANSI codes. ``out`` defaults to the ``sys.stdout`` of the
+    call, not of the import (a replaced stdout, e.g. a captured one, may be closed since)."""
+    out = out or sys.stdout
     style = Style(out.isatty())
     printed: set[tuple[str, int]] = set()
     while True:
@@ -91,7 +93,7 @@ def watch(source: Callable[[], Monitor], *, folder: OutputFolder | None = None,
     return monitor
 
 
-def view(query: Any, output: str | Path | None = None, out: TextIO = sys.stdout,
+def view(query: Any, output: str | Path | None = None, out: TextIO | None = None,
          refresh_seconds: float = 1.0) -> Monitor:
     """The view of a query started in this process, while it runs and once at its end;
     ``output`` (a ``write_stream`` folder) adds its recent rows."""
