@@ -149,6 +149,77 @@ def test_the_path_is_chosen_where_it_gives_the_operators_results(
 # --------------------------------------------------------------- outputs, restarts, replays
 
 
+def _write_parquet(base, batch):
+    """Batch ``batch``'s well-formed events in three Parquet files (so Spark reads them as
+    several partitions), its factors in one."""
+    rows = [r for r in EVENTS[batch] if isinstance(r, dict)]
+    (base / "pq_events").mkdir(exist_ok=True)
+    (base / "pq_factors").mkdir(exist_ok=True)
+    for part in range(3):
+        pd.DataFrame(rows[part::3], columns=["id", "user", "amount"]).astype(
+            {"id": "int64", "amount": "float64"}).to_parquet(
+            base / "pq_events" / f"b{batch}-{part}.parquet")
+    pd.DataFrame(FACTOR_BATCHES[batch], columns=["name", "factor"]).astype(
+        {"factor": "float64"}).to_parquet(base / "pq_factors" / f"b{batch}.parquet")
+
+
+def test_parquet_sources_read_the_broadcast_partitions_alone_and_report_each_batch(
+        spark, tmp_path, monkeypatch):
+    """Without malformed-row capture the writer reads only the broadcast source's partitions of
+    the union for the collect (the main rows once, by the write), and each batch's counts
+    reach the monitoring through the listener, with the broadcast applied once."""
+    from sparkcast.spark import streamed
+
+    found = []
+    real = streamed.side_partitions
+    monkeypatch.setattr(streamed, "side_partitions",
+                        lambda *a: found.append(real(*a)) or found[-1])
+    main_rows, factor_rows, batches = 0, 0, [0, 1, 2]
+    for batch in batches:  # one micro-batch a run, the query restarted in between
+        _write_parquet(tmp_path, batch)
+        events = spark.readStream.schema("id long, user string, amount double").parquet(
+            str(tmp_path / "pq_events"))
+        factors = spark.readStream.schema(FACTOR_SCHEMA).parquet(str(tmp_path / "pq_factors"))
+        result = Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(
+            ScaleBatch(), OUTPUT, parallelism=PARALLELISM, side_outputs=[BIG])
+        query = _run(result, tmp_path)
+        rows = [r for r in EVENTS[batch] if isinstance(r, dict)]
+        main_rows, factor_rows = main_rows + len(rows), factor_rows + len(FACTOR_BATCHES[batch])
+        # the broadcast rows are read twice (the collect, the write), the main rows once
+        [progress] = [p for p in query.recentProgress if p["numInputRows"]]
+        assert progress["numInputRows"] == len(rows) + 2 * len(FACTOR_BATCHES[batch])
+    assert all(f is not None for f in found) and len(found) == len(batches), found
+    assert [len(f[1]) for f in found] == [1, 1, 1]  # one factors file (batch 1: empty) each
+    assert all(f[0] and not set(f[0]) & set(f[1]) for f in found)
+    main, big, letters = _read(spark, tmp_path)
+    expected_main, expected_big, expected_letters = _expected(ScaleBatch())
+    expected_letters["input"] -= 1  # Parquet has no malformed line
+    assert (main, big, +letters) == (expected_main, expected_big, +expected_letters)
+    records = _progress_records(tmp_path / "out", len(batches))
+    [operators] = [r["operators"].values() for r in records[-1:]]  # one operator a batch
+    assert len(operators) == 1 and len(records) == len(batches)
+    counts = [op for r in records for op in r["operators"].values()]
+    assert sum(op["events_main"] for op in counts) == main_rows
+    assert sum(op["events_broadcast"] for op in counts) == factor_rows
+    assert sum(op["dead_letters"] for op in counts) == sum(expected_letters.values())
+
+
+def _progress_records(out, count):
+    """The progress log's records, once the listener (asynchronous, on Spark's listener bus)
+    has written ``count`` of them."""
+    import json
+    import time
+
+    log = out / "_sparkcast_progress.jsonl"
+    deadline = time.time() + 30
+    while True:
+        records = ([json.loads(line) for line in log.read_text().splitlines()]
+                   if log.exists() else [])
+        if len(records) >= count or time.time() > deadline:
+            return records
+        time.sleep(0.2)
+
+
 @pytest.mark.parametrize("function", [Announce(), ScaleBatch()], ids=["element", "batch"])
 def test_outputs_equal_the_harness_across_a_restart_without_shuffle_or_state(
         spark, tmp_path, caplog, function):

@@ -23,6 +23,8 @@ CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", 
              "process_batch")
 #: the observation's plain columns, copied into each operator's record
 OBSERVED = ("main_rows", "side_output_rows", "dead_letters", "first_dead_letter")
+# the broadcast elements the streamed path's driver applied, once for every subtask
+APPLIED_ONCE = "broadcast_applied_once"
 
 
 def is_observation(name: str) -> bool:
@@ -53,6 +55,9 @@ def batch_record(progress: Any) -> dict[str, Any]:
         row = plain(row)
         merged = merge_reports(json.loads(text) for text in row.get("subtask_reports") or [])
         merged.update({key: row.get(key) for key in OBSERVED})
+        once = row.get(APPLIED_ONCE) or 0
+        merged["events_broadcast"] += once
+        merged["broadcast_applied"] += once
         operators[name] = merged
     return {
         "query": report.get("name") or str(report.get("id")),

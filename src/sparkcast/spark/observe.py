@@ -47,6 +47,7 @@ from sparkcast.monitoring.progress import (
 )
 from sparkcast.monitoring.store import MONITOR
 from sparkcast.monitoring.view import batch_line
+from sparkcast.spark.checks import is_connect
 from sparkcast.spark.layout import METRICS, PAYLOAD, TAG
 
 #: the subtasks' built-in counts summed in the observation (``core/batch_metrics.py``)
@@ -55,6 +56,10 @@ SUMMED = (("events_main", "long"), ("events_broadcast", "long"), ("broadcast_app
 
 log = logging.getLogger("sparkcast")
 _LISTENING: set[int] = set()
+_METRIC_COLUMNS: dict[int, tuple[Any, list[Column]]] = {}
+_STREAMED: dict[str, dict[int, tuple[str, dict[str, Any]]]] = {}  # query id -> batch -> row
+_STREAMED_KEPT = 100
+_STREAMED_LOCK = threading.Lock()
 _BUILT: dict[int, int] = {}
 #: query id -> the progress log file of a ``write_stream`` query
 PROGRESS_LOGS: dict[str, str] = {}
@@ -66,15 +71,33 @@ def next_name(spark: SparkSession) -> str:
     return OBSERVATION if count == 1 else f"{OBSERVATION}_{count}"
 
 
-def observed(tagged: DataFrame, name: str | Observation) -> DataFrame:
-    """The tagged frame with the observation ``name`` (and the session's WARN listener). The
-    streamed path's writer passes an ``Observation``: its batch writes report no progress."""
-    listen(tagged.sparkSession)
+def observed(tagged: DataFrame, name: str | Observation,
+             session: SparkSession | None = None) -> DataFrame:
+    """The tagged frame with the observation ``name`` (and the WARN listener on ``session``,
+    by default the frame's). The streamed path's writer passes an ``Observation`` and the
+    query's session: a ``foreachBatch`` batch comes in a new session object every time."""
+    listen(session or tagged.sparkSession)
+    return tagged.observe(name, *_metric_columns(tagged.sparkSession))
+
+
+def _metric_columns(spark: SparkSession) -> list[Column]:
+    """Built once per Spark context (~0.2 s a time, and the streamed path observes every
+    micro-batch); Spark Connect builds them anew."""
+    if is_connect(spark):
+        return _build_metric_columns()
+    context = spark.sparkContext
+    cached = _METRIC_COLUMNS.get(id(context))
+    if cached is None or cached[0] is not context:
+        cached = _METRIC_COLUMNS[id(context)] = (context, _build_metric_columns())
+    return cached[1]
+
+
+def _build_metric_columns() -> list[Column]:
     tag = F.col(TAG)
     letter = tag == F.lit(DEAD_LETTERS.tag_id)
     report = tag == F.lit(METRICS)
     callback = F.get_json_object(F.col(PAYLOAD), "$.callback")
-    metrics: list[Column] = [
+    return [
         F.count(F.when(tag.isNull(), 1)).alias("main_rows"),
         F.count(F.when(tag.isNotNull() & ~letter & ~report, 1)).alias("side_output_rows"),
         F.count(F.when(letter, 1)).alias("dead_letters"),
@@ -91,7 +114,6 @@ def observed(tagged: DataFrame, name: str | Observation) -> DataFrame:
         _summed_map(report, "$.user.counters").alias("user_counters"),
         F.collect_list(F.when(report, F.col(PAYLOAD))).alias("subtask_reports"),
     ]
-    return tagged.observe(name, *metrics)
 
 
 def _summed_map(report: Column, path: str) -> Column:
@@ -110,6 +132,26 @@ def listen(spark: SparkSession) -> None:
         return
     spark.streams.addListener(ProgressListener())
     _LISTENING.add(id(spark))
+
+
+def report_streamed(query_id: str, batch_id: int, name: str, row: dict[str, Any]) -> None:
+    """The observed row of a streamed-path micro-batch, for the listener to merge into that
+    batch's progress: Spark does not put a ``foreachBatch``'s own jobs in ``observedMetrics``."""
+    with _STREAMED_LOCK:
+        batches = _STREAMED.setdefault(query_id, {})
+        batches[batch_id] = (name, row)
+        for stale in sorted(batches)[:-_STREAMED_KEPT]:  # progress that never came (a crash)
+            del batches[stale]
+
+
+def with_streamed(progress: dict[str, Any]) -> dict[str, Any]:
+    with _STREAMED_LOCK:
+        found = _STREAMED.get(str(progress.get("id")), {}).pop(
+            int(progress.get("batchId") or 0), None)
+    if found is not None:
+        name, row = found
+        progress["observedMetrics"] = {**(progress.get("observedMetrics") or {}), name: row}
+    return progress
 
 
 def warning(metrics: dict[str, Any], query: str, batch_id: int) -> str | None:
@@ -137,7 +179,7 @@ class ProgressListener(StreamingQueryListener):
         pass
 
     def onQueryProgress(self, event: Any) -> None:
-        progress = plain(event.progress)
+        progress = with_streamed(plain(event.progress))
         if not any(is_observation(n) for n in progress.get("observedMetrics") or {}):
             return
         record = batch_record(progress)

@@ -35,7 +35,7 @@ from sparkcast.spark.layout import (
     read_manifest,
     write_manifest,
 )
-from sparkcast.spark.observe import PROGRESS_LOGS
+from sparkcast.spark.observe import PROGRESS_LOGS, next_name
 
 if TYPE_CHECKING:
     from sparkcast.spark.plan import RuntimePlan
@@ -73,8 +73,12 @@ class BatchSink:
               trigger: dict[str, Any] | None, query_name: str | None) -> Any:
         from sparkcast.spark import streamed
 
+        spark = result.plan.spark
+        assert spark is not None
+        if result.observation is None:  # the name its counts have in the monitoring
+            result.observation = next_name(spark)
         writer = streamed.StreamedWriter(result.plan, path, checkpoint_location, format,
-                                         query_name)
+                                         result.observation, query_name)
         return streamed.start(result.plan, writer, checkpoint_location, trigger, query_name)
 
 

@@ -35,16 +35,19 @@ import pyarrow.fs as pafs
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
 
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function
 from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.monitoring.progress import APPLIED_ONCE
 from sparkcast.spark import snapshots, storage
+from sparkcast.spark.batch_sides import query_of, side_partitions
 from sparkcast.spark.checks import is_connect
 from sparkcast.spark.commit_log import CommitLog
 from sparkcast.spark.compatibility import differences, layout_of, refuse
-from sparkcast.spark.observe import log, observed, warning
+from sparkcast.spark.observe import log, observed, report_streamed, warning
 from sparkcast.spark.rows import OutputEncoder
 from sparkcast.spark.values import collect_elements
 
@@ -159,11 +162,12 @@ class StreamedWriter:
     """The ``foreachBatch`` function of ``write_stream`` on the streamed path."""
 
     def __init__(self, plan: RuntimePlan, path: str, checkpoint_location: str, format: str,
-                 query_name: str | None = None) -> None:
+                 observation: str, query_name: str | None = None) -> None:
         from pyspark.sql.types import StructType
 
         self.plan = plan
         self.format = format
+        self.observation = observation
         self.query_name = query_name
         spark = plan.spark
         assert spark is not None and plan.streamed_input is not None
@@ -181,25 +185,44 @@ class StreamedWriter:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """``batch`` arrives as an opaque ``LogicalRDD``: each action recomputes it from the
-        sources (the collect of the broadcast rows would scan the main rows again, and the
-        query's ``numInputRows`` would count them twice), so it is persisted for both jobs."""
+        sources. The broadcast rows are read from the broadcast source's partitions alone
+        (``batch_sides``), and the main rows once, by the write (the query's ``numInputRows``
+        then counts each broadcast row twice). Where the partitions cannot be told apart, or
+        malformed rows make the write read the batch twice, the batch is persisted instead,
+        so the main rows are read (and counted) once."""
         if self.log.committed(batch_id):
+            return
+        assert self.plan.spark is not None
+        query = query_of(batch, self.plan.spark)
+        sides = None if self.corrupt else side_partitions(batch, query)
+        if sides is not None:
+            self._write(batch, batch_id, query, sides.get(BROADCAST_SIDE, []))
             return
         batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            self._write(batch, batch_id)
+            self._write(batch, batch_id, query, None)
         finally:
             batch.unpersist()
 
-    def _write(self, batch: DataFrame, batch_id: int) -> None:
+    def _elements(self, batch: DataFrame, partitions: list[int] | None
+                  ) -> list[BroadcastElement]:
+        """The micro-batch's broadcast elements, from ``partitions`` of it (None: all)."""
+        frame = batch.filter(F.col(SIDE) == BROADCAST_SIDE).select(*self.broadcast_columns)
+        if partitions is None:
+            return collect_elements(frame, self.plan.broadcast_fields)
+        rows = (batch.sparkSession.sparkContext.runJob(frame.rdd, list, partitions)
+                if partitions else [])
+        return collect_elements(frame, self.plan.broadcast_fields, rows)
+
+    def _write(self, batch: DataFrame, batch_id: int, query: StreamingQuery | None,
+               partitions: list[int] | None) -> None:
         from sparkcast.spark.result import tagged_schema
         from sparkcast.spark.sink import partitioned
         from sparkcast.spark.stateless import StatelessRunner
 
         plan = self.plan
         side = F.col(SIDE)
-        elements = collect_elements(batch.filter(side == BROADCAST_SIDE)
-                                    .select(*self.broadcast_columns), plan.broadcast_fields)
+        elements = self._elements(batch, partitions)
         file, outputs = self.applier.apply(batch_id, elements)
         output = tagged_schema(plan, batch.schema["_ts"].dataType)
         runner = StatelessRunner(plan.for_workers(), SnapshotBinder(file, plan.blob_store))
@@ -215,10 +238,22 @@ class StreamedWriter:
         if emitted is not None:
             tagged = tagged.unionByName(emitted)
         counts = Observation(f"sparkcast-{plan.pipeline_id}-{batch_id}")
-        if self.log.write(batch_id, partitioned(observed(tagged, counts)), self.format):
-            line = warning(counts.get, self.query_name or "write_stream", batch_id)
-            if line is not None:
-                log.warning(line)
+        frame = partitioned(observed(tagged, counts, plan.spark))
+        if self.log.write(batch_id, frame, self.format):
+            self._report(query, batch_id, counts.get, len(elements))
+
+    def _report(self, query: StreamingQuery | None, batch_id: int, row: dict[str, Any],
+                applied: int) -> None:
+        """The batch's counts, with the broadcast elements the driver applied once, to the
+        listener that merges them into the batch's progress (the monitor, the progress log,
+        Prometheus, the INFO and WARN lines); to the WARN line alone without the query."""
+        row = {**row, APPLIED_ONCE: applied}
+        if query is not None:
+            report_streamed(str(query.id), batch_id, self.observation, row)
+            return
+        line = warning(row, self.query_name or "write_stream", batch_id)
+        if line is not None:
+            log.warning(line)
 
     def _broadcast_outputs(self, outputs: list[OutputRecord], schema: Any) -> DataFrame | None:
         """What ``process_broadcast_element`` emitted, as every subtask of the operator path

@@ -104,10 +104,12 @@ def convert_rows(rows: list[Row], fields: tuple[str, ...], found: dict[int, Conv
     return [fix(row) for row in rows]
 
 
-def collect_elements(frame: DataFrame, fields: tuple[str, ...]) -> list[BroadcastElement]:
+def collect_elements(frame: DataFrame, fields: tuple[str, ...],
+                     rows: list[Any] | None = None) -> list[BroadcastElement]:
     """Broadcast elements collected to the driver from ``frame`` = ``_ts`` (epoch millis, as
-    Spark computed them), ``_order``, then the broadcast columns ``fields`` in order."""
-    rows = frame.collect()
+    Spark computed them), ``_order``, then the broadcast columns ``fields`` in order (``rows``:
+    those already collected)."""
+    rows = frame.collect() if rows is None else rows
     found = converters([f.dataType for f in frame.schema.fields[2:]], None)  # collect: local
     values = convert_rows([row_type(fields)._make(tuple(row)[2:]) for row in rows], fields, found)
     return [BroadcastElement(value, row[0], row[1])
