@@ -69,12 +69,12 @@ class LiveView:
     """Redraws the screen (a terminal) or prints one line per micro-batch (a pipe or log)."""
 
     def __init__(self, app: App, tracker: OutputTracker, progress: Progress, *,
-                 out: TextIO = sys.stdout, expected_events: int | None = None,
+                 out: TextIO | None = None, expected_events: int | None = None,
                  query_id: str | None = None) -> None:
         self.app = app
         self.tracker = tracker
         self.progress = progress
-        self.out = out
+        self.out = out = out or sys.stdout  # the caller's, not the one at import
         self.expected = expected_events
         self.query_id = query_id
         self.style = Style(out.isatty())

@@ -57,7 +57,7 @@ def spark_session(parallelism: int, ui: bool = False, metrics_port: int | None =
 
 def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: Path | str, *,
             artifacts: Path | None = None, settings: RunSettings | None = None,
-            spark: Any = None, out: TextIO = sys.stdout, view: bool = True,
+            spark: Any = None, out: TextIO | None = None, view: bool = True,
             expected_events: int | None = None,
             until: Callable[[OutputTracker, Progress], bool] | None = None) -> RunReport:
     """Run until stopped (Ctrl-C), ``settings.duration`` elapses, ``until`` is true, or, with
@@ -65,6 +65,7 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
     from sparkcast.apps.wiring import start
 
     settings = settings or RunSettings()
+    out = out or sys.stdout  # the caller's, not the one at import
     spark = spark or spark_session(settings.parallelism, settings.ui, settings.metrics_port)
     trigger = ({"availableNow": True} if settings.available_now
                else {"processingTime": f"{settings.trigger_seconds} seconds"})
@@ -107,9 +108,10 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
 def run_demo(app: App, *, seed: int = 7, scale: int = 2, step_seconds: float = 4.0,
              timeout: float = 300.0, workdir: Path | None = None,
              settings: RunSettings | None = None,
-             out: TextIO = sys.stdout, spark: Any = None) -> RunReport:
+             out: TextIO | None = None, spark: Any = None) -> RunReport:
     """Files appear every ``step_seconds`` (the broadcast update in the middle) while the query
     runs; it stops once every generated event is accounted for, or after ``timeout``."""
+    out = out or sys.stdout
     drops = app.generate(seed, scale)
     expected = event_count(drops)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"sparkcast-{app.name}-"))
