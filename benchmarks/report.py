@@ -106,12 +106,13 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
         ok = None if not (e and f) else e >= need * f
         rows.append((f"{workload} per-element ≥ {need:g}x PyFlink", _ratio(e, f), verdict(ok)))
     rows += streamed.targets(results, _ratio, verdict)
-    lat = results.get("latency", {}).get("element")
-    if lat and lat.get("ok"):
-        ok = (lat["p99_ms"] is not None and lat["p99_ms"] < 2000
-              and lat["seen"] == lat["updates"])
-        rows.append(("W5 update p99 < 2 s at 20k events/s (per-element)",
-                     f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms", verdict(ok)))
+    for name, lat in results.get("latency", {}).items():
+        if lat.get("ok"):
+            ok = (lat["p99_ms"] is not None and lat["p99_ms"] < 1000
+                  and lat["seen"] == lat["updates"])
+            rows.append((f"W5 update p99 < 1 s at 20k events/s ({name})",
+                         f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms, micro-batch "
+                         f"median {lat['batch_ms_median']:.0f} ms", verdict(ok)))
     mem = results.get("memory", {})
     sc, fl = mem.get("sparkcast", {}), mem.get("pyflink", {})
     if sc.get("ok") and fl.get("ok"):
@@ -231,7 +232,17 @@ METHOD = """\
   update files up to the batch, folds them, broadcasts a variable, runs `mapInPandas` and appends
   Parquet. W3's Spark-native baseline: a `transformWithStateInPandas` processor grouped by user,
   a `ValueState` count per user, the latest threshold file read in `init` (once per task, i.e.
-  per micro-batch), appending Parquet. Systems alternate (forward, then backward); best of 2.
+  per micro-batch; it reads the last file, not the batch's: a small advantage to the baseline),
+  appending Parquet. It handles ~1.1k events/s here (a Python call and three state calls per
+  user per micro-batch, 100k users), so W3 runs 3 micro-batches of 100k events, once. Systems
+  alternate (forward, then backward); best of 2.
+- **W5 latency**: a `rate` source at 20k events/s, a broadcast update every 2 s to a JSON file
+  source; the time from writing an update to the first micro-batch whose outputs carry it. On
+  the operator path read in a `foreachBatch` on `result.main`; on the streamed path
+  (`write_stream`) read from the micro-batch's files once its commit is logged, so the
+  latency includes the exactly-once write. The micro-batch median is Spark's
+  `triggerExecution`: the floor of an update's latency is about one micro-batch (an update
+  lands during one, takes effect in the next).
 - **foreachBatch baseline**: the same streaming read; per micro-batch the broadcast Parquet is
   read to pandas, made a broadcast variable, and `mapInPandas` runs the same vectorized body as
   `process_batch`, written to `noop`. No state, no checkpointed broadcast state: the ceiling of a

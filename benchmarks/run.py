@@ -50,6 +50,9 @@ SYSTEMS = {  # name -> (label, workloads)
     "pandas": ("pandas, one process (limit)", ("W1", "W2", "W3", "W4")),
 }
 SLOW = {"sparkcast", "pyflink"}
+# W5 forms: (function form, path); result.main's operator, then write_stream's streamed path
+LATENCY_FORMS = (("element", "operator"), ("batch", "operator"),
+                 ("element", "streamed"), ("batch", "streamed"))
 
 MODES = {
     # sizes: (small, large) per speed class; timeout per measurement (s)
@@ -272,12 +275,13 @@ def main() -> None:
                                                set(args.systems) if args.systems else None)
 
     if "W5" in only and mode["w5"]:
-        for latency_mode in ("element", "batch"):
-            job = {"op": "latency", "mode": latency_mode, **mode["w5"]}
+        for latency_mode, path in LATENCY_FORMS:
+            job = {"op": "latency", "mode": latency_mode, "path": path, **mode["w5"]}
             budget = mode["w5"]["updates"] * mode["w5"]["interval"] + mode["w5"]["warmup"] + 90
             result = spark.call(job, budget)
-            results.setdefault("latency", {})[latency_mode] = result
-            log(f"W5 sparkcast {latency_mode}: "
+            name = latency_mode if path == "operator" else f"{latency_mode}, streamed path"
+            results.setdefault("latency", {})[name] = result
+            log(f"W5 sparkcast {name}: "
                 + (f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
                    f"{result['seen']}/{result['updates']} updates seen, micro-batch median "
                    f"{result['batch_ms_median']} ms" if result.get("ok")

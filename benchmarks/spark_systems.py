@@ -494,11 +494,15 @@ class Runner:
         return result
 
     def latency(self, rate: int = 20_000, updates: int = 20, interval: float = 1.5,
-                warmup: float = 8.0, mode: str = "element", timeout: float = 120.0) -> dict:
+                warmup: float = 8.0, mode: str = "element", timeout: float = 120.0,
+                path: str = "operator") -> dict:
         """W5: a rate source at ``rate`` events/s; every ``interval`` s a broadcast update
         (``version``, ``written_ms``) is written atomically to a JSON file source. Per micro-batch
-        (foreachBatch on ``result.main``) the driver collects the versions present in the output
-        and, for each version seen for the first time, records now - written_ms."""
+        the driver finds the versions present in the output and, for each version seen for the
+        first time, records now - written_ms. ``path="operator"``: foreachBatch on
+        ``result.main`` (the stateful operator); ``"streamed"``: ``write_stream`` (the streamed
+        path), the versions read from each micro-batch's files once its commit is logged (when
+        readers can see them: the latency includes the exactly-once write)."""
         from pyspark.sql import functions as F
 
         from sparkcast.spark import Stream
@@ -528,21 +532,29 @@ class Runner:
         result = Stream(main).connect(Stream(bcast).broadcast(VERSION)).process(
             cls(), output_schema="key int, version long, written_ms long", parallelism=2)
         seen: dict[int, float] = {}
-        batches: list[tuple[int, int, float]] = []
 
-        def each(df, batch_id):
+        def note(newest: int) -> None:
             # updates written within one micro-batch are applied together: an output with
             # version V was computed with every update <= V, so each of them is visible now
-            rows = df.groupBy("version").count().collect()
             now = time.time() * 1000
-            newest = max((r["version"] for r in rows if r["version"] is not None), default=-1)
             for version, at in list(written.items()):
                 if version <= newest and version not in seen:
                     seen[version] = now - at
-            batches.append((batch_id, sum(r["count"] for r in rows), now))
 
-        query = (result.main.writeStream.foreachBatch(each)
-                 .option("checkpointLocation", self._checkpoint()).start())
+        def each(df, batch_id):
+            rows = df.groupBy("version").count().collect()
+            note(max((r["version"] for r in rows if r["version"] is not None), default=-1))
+
+        stop = threading.Event()
+        if path == "streamed":
+            assert result.plan.path == "streamed", result.plan.path
+            out = base / "out"
+            query = result.write_stream(str(out), self._checkpoint())
+            poller = threading.Thread(target=_poll_commits, args=(out, note, stop), daemon=True)
+            poller.start()
+        else:
+            query = (result.main.writeStream.foreachBatch(each)
+                     .option("checkpointLocation", self._checkpoint()).start())
         try:
             deadline = time.time() + timeout
             while 0 not in seen and time.time() < deadline:
@@ -556,17 +568,46 @@ class Runner:
                 time.sleep(0.2)
             progress = query.recentProgress
         finally:
+            stop.set()
             query.stop()
         lat = sorted(v for k, v in seen.items() if k >= 1)
         durations = sorted(p["durationMs"].get("triggerExecution", 0) for p in progress)
         return {"latencies_ms": lat, "updates": updates, "seen": len(lat), "rate": rate,
-                "mode": mode,
+                "mode": mode, "path": path,
                 "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99),
                 "batch_ms_median": _percentile(durations, 50),
                 "rows_per_batch_median": _percentile(sorted(p["numInputRows"] for p in progress),
                                                      50),
                 "processed_per_s": _percentile(sorted(p.get("processedRowsPerSecond") or 0
                                                       for p in progress), 50)}
+
+
+def _poll_commits(out: Path, note, stop: threading.Event) -> None:
+    """Call ``note(newest version)`` for each micro-batch ``write_stream`` commits to ``out``
+    (its log file in ``_spark_metadata``; a ``.compact`` one repeats earlier files)."""
+    import pyarrow.parquet as pq
+
+    done: set[str] = set()
+    log = out / "_spark_metadata"
+    while not stop.is_set():
+        for entry in sorted(log.iterdir()) if log.is_dir() else []:
+            if entry.name in done or not entry.name.split(".")[0].isdigit():
+                continue
+            try:
+                files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:]
+                         if line.strip()]
+            except (OSError, ValueError):
+                continue  # not written whole yet
+            done.add(entry.name)
+            main = [f.removeprefix("file://") for f in files
+                    if "_output=main/" in f and f not in done]
+            done.update(files)
+            versions = [v for f in main
+                        for v in pq.read_table(f, columns=["version"]).column(0).to_pylist()
+                        if v is not None]
+            if versions:
+                note(max(versions))
+        time.sleep(0.05)
 
 
 def serve() -> None:
