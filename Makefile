@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	@$(PY) -m sparkcast.spark.java --check
+	@$(PY) -m sparkcast.spark.launch.java --check
 	@touch $(STAMP)
 
 # lint and types first (seconds), then the suite

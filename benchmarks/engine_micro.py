@@ -91,7 +91,7 @@ def enrichment() -> float:
 def keyed_counter() -> float:
     from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, ValueStateDescriptor
     from sparkcast.core import SubtaskEngine
-    from sparkcast.spark.state import SparkStateBackend, SparkStates
+    from sparkcast.spark.state.backend import SparkStateBackend, SparkStates
 
     rules = MapStateDescriptor("rules", str, object)
     count = ValueStateDescriptor("count", int)

@@ -14,7 +14,7 @@ import pandas as pd
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from sparkcast.core.records import OutputRecord
-from sparkcast.spark.rows import OutputEncoder
+from sparkcast.spark.execution.encoding import OutputEncoder
 
 SCHEMA = StructType([StructField("user", StringType()), StructField("amount", DoubleType()),
                      StructField("seen", LongType())])

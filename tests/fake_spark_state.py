@@ -64,7 +64,7 @@ class LazyStates:
     all up front; unit tests do not know them)."""
 
     def __init__(self, handle: FakeHandle) -> None:
-        from sparkcast.spark.state import state_name
+        from sparkcast.spark.state.backend import state_name
 
         self.meta = handle.getMapState("meta", "name string", "blob binary")
         self.broadcast = _ByName(lambda n: handle.getMapState(state_name("b", n), "", ""))
@@ -84,7 +84,7 @@ class _ByName(dict):
 def spark_backend_factory(buckets: int = 4) -> Callable[[], Any]:
     """A factory of Spark state backends over one fake handle: each call is a new micro-batch's
     backend over the same stored state, as the processor binds one per call."""
-    from sparkcast.spark.state import SparkStateBackend
+    from sparkcast.spark.state.backend import SparkStateBackend
 
     handle = FakeHandle()
     pipeline = f"fake-{next(_PIPELINES)}"

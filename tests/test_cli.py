@@ -92,7 +92,7 @@ def test_the_demo_terminal_output_has_no_worker_banners_and_no_warn_flood(tmp_pa
     import subprocess
     import sys
 
-    from sparkcast.spark.quiet import BANNERS
+    from sparkcast.spark.launch.quiet import BANNERS
 
     run = subprocess.run(
         [sys.executable, "-m", "sparkcast.cli", "demo", "fraud", "--scale", "1",

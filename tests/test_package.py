@@ -10,6 +10,8 @@ import pytest
 
 PURE_PACKAGES = ["sparkcast", "sparkcast.api", "sparkcast.core", "sparkcast.testing",
                  "sparkcast.monitoring"]
+# the Spark runtime's pure leaf: monitoring reads written outputs by its names, without pyspark
+PURE_MODULES = [*PURE_PACKAGES, "sparkcast.spark.layout"]
 
 _BLOCK_PYSPARK = textwrap.dedent(
     """
@@ -35,7 +37,7 @@ def test_pure_packages_import_without_pyspark():
     result = _run(
         f"""
         import importlib
-        for name in {PURE_PACKAGES!r}:
+        for name in {PURE_MODULES!r}:
             importlib.import_module(name)
         from sparkcast import *  # a star import stays Spark-free
         from sparkcast.testing import KeyedBroadcastHarness
@@ -48,7 +50,8 @@ def test_pure_packages_import_without_pyspark():
 
 
 @pytest.mark.parametrize("statement", ["from sparkcast.spark import Stream",
-                                       "import sparkcast.spark.state"])
+                                       "from sparkcast.spark import session",
+                                       "import sparkcast.spark; sparkcast.spark.read_output"])
 def test_the_spark_runtime_without_pyspark_names_the_extra_to_install(statement):
     result = _run(
         f"""
@@ -78,14 +81,14 @@ def _isort_key(name: str) -> tuple[int, str]:
     return (1 if name[:1].isupper() else 2, name)
 
 
-@pytest.mark.parametrize("package", PURE_PACKAGES)
+@pytest.mark.parametrize("package", [*PURE_PACKAGES, "sparkcast.spark"])
 def test_all_is_sorted_and_unique(package):
     names = importlib.import_module(package).__all__
     assert names == sorted(names, key=_isort_key)
     assert len(set(names)) == len(names)
 
 
-@pytest.mark.parametrize("package", PURE_PACKAGES)
+@pytest.mark.parametrize("package", [*PURE_PACKAGES, "sparkcast.spark"])
 def test_every_exported_name_resolves(package):
     module = importlib.import_module(package)
     for name in module.__all__:

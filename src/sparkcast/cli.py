@@ -169,7 +169,7 @@ def session_settings(args: argparse.Namespace) -> dict[str, str]:
             raise SystemExit(f"--conf takes KEY=VALUE, not {item!r}")
         conf[key] = value
     if args.archive:
-        from sparkcast.spark.shipping import packed_environment_conf
+        from sparkcast.spark.launch.shipping import packed_environment_conf
 
         conf.update(packed_environment_conf(args.archive))
     return conf
@@ -182,7 +182,7 @@ def _session(args: argparse.Namespace, parallelism: int) -> object:
     import os
 
     from sparkcast.spark import session
-    from sparkcast.spark.shipping import PYTHON
+    from sparkcast.spark.launch.shipping import PYTHON
 
     conf = {"spark.sql.shuffle.partitions": str(parallelism), **session_settings(args)}
     if args.archive:  # this driver's own Python runners use the shipped environment too

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     spark = session("local[2]", "sparkcast-state")
     if args.action == "rescale":
-        from sparkcast.spark.rescale import rescale
+        from sparkcast.spark.tools.rescale import rescale
 
         summary = rescale(spark, args.checkpoint, args.new_checkpoint, args.parallelism,
                           args.state_buckets)
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"start the job with process(..., parallelism={args.parallelism}, "
               f"initial_state={args.new_checkpoint!r}) over the input after these offsets")
         return 0
-    from sparkcast.spark.state_reader import read_subtasks
+    from sparkcast.spark.tools.state_reader import read_subtasks
 
     _, seeds = read_subtasks(spark, args.checkpoint, args.batch_id)
     key = None if args.key is None else _parse_key(args.key)

@@ -225,7 +225,7 @@ def test_typed_state_across_a_harness_restart_evolves_or_is_refused_by_the_same_
     pytest.importorskip("pyspark")
     import itertools
 
-    from sparkcast.spark.state import SparkStateBackend
+    from sparkcast.spark.state.backend import SparkStateBackend
     from tests.fake_spark_state import FakeHandle, LazyStates
 
     handle, runs = FakeHandle(), itertools.count()

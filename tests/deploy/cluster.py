@@ -23,7 +23,7 @@ from pathlib import Path
 import pyspark
 
 import sparkcast
-from sparkcast.spark.java import ensure_java
+from sparkcast.spark.launch.java import ensure_java
 from tests.deploy.conftest import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent

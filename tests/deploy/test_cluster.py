@@ -21,7 +21,7 @@ import pytest
 
 from sparkcast.api.row import row_type
 from sparkcast.spark import read_output
-from sparkcast.spark.checks import ROCKSDB, STATE_STORE
+from sparkcast.spark.environment import ROCKSDB, STATE_STORE
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.conftest import write_json_lines
 from tests.deploy import cluster_job as job

@@ -11,14 +11,14 @@ import pytest
 from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor
 from sparkcast.errors import PipelineError
 from sparkcast.spark import Stream
-from sparkcast.spark.checks import (
+from sparkcast.spark.environment import (
     ROCKSDB,
     STATE_STORE,
     default_parallelism,
     is_local_master,
     master_of,
-    require_shared,
 )
+from sparkcast.spark.planning.checks import require_shared
 
 pytestmark = pytest.mark.spark
 LIMITS = MapStateDescriptor("limits", str, int)

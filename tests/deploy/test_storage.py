@@ -7,8 +7,9 @@ import pytest
 
 from sparkcast import BroadcastProcessFunction, MapStateDescriptor
 from sparkcast.errors import StateSerializationError
-from sparkcast.spark import Stream, blobs, storage
-from sparkcast.spark.blobs import LARGE_VALUE_BYTES, load_value, store_value
+from sparkcast.spark import Stream
+from sparkcast.spark.state import blobs, storage
+from sparkcast.spark.state.blobs import LARGE_VALUE_BYTES, load_value, store_value
 
 MODEL = MapStateDescriptor("model", str, object)
 

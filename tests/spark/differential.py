@@ -25,7 +25,8 @@ from pyspark.sql import functions as F
 from sparkcast.api.row import row_type
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
-from sparkcast.spark.layout import METRICS, to_jsonable
+from sparkcast.spark.execution.payloads import to_jsonable
+from sparkcast.spark.layout import METRICS
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.conftest import write_json_lines
 from tests.spark.corpus import Program

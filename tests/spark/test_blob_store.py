@@ -10,7 +10,7 @@ import pytest
 from sparkcast import BroadcastProcessFunction, MapStateDescriptor
 from sparkcast.errors import ReadOnlyStateError, StateSerializationError
 from sparkcast.spark import Stream
-from sparkcast.spark.blobs import LARGE_VALUE_BYTES, load_value, store_value
+from sparkcast.spark.state.blobs import LARGE_VALUE_BYTES, load_value, store_value
 
 MODEL = MapStateDescriptor("model", str, object)
 
@@ -35,7 +35,7 @@ def test_large_values_are_written_once_and_read_back_frozen(tmp_path):
 
 
 def test_a_corrupted_blob_fails_its_checksum(tmp_path):
-    from sparkcast.spark import blobs
+    from sparkcast.spark.state import blobs
 
     stored = store_value({"w": "x" * LARGE_VALUE_BYTES}, str(tmp_path))
     (blob,) = [f for f in os.listdir(tmp_path) if not f.startswith(".")]
@@ -65,7 +65,7 @@ def test_large_broadcast_state_is_stored_once_for_all_subtasks(spark, tmp_path):
     result = Stream(events).connect(Stream(model).broadcast(MODEL)).process(
         LoadModel(), "x long, n long", parallelism=4, blob_store=str(tmp_path / "blobs"),
         hold_until_ready=[MODEL])  # held events need state: the operator path, not stateless.py
-    assert not result.plan.stateless
+    assert result.plan.path != "stateless"
     rows = result.main.collect()
     assert sorted(r.x for r in rows) == list(range(40))
     assert {r.n for r in rows} == {size}
@@ -77,7 +77,7 @@ def _files(folder):
 
 
 def test_references_are_relative_so_the_store_can_move(tmp_path):
-    from sparkcast.spark import blobs
+    from sparkcast.spark.state import blobs
 
     stored = store_value({"w": "m" * LARGE_VALUE_BYTES}, str(tmp_path / "a"))
     assert str(tmp_path).encode() not in stored
@@ -90,7 +90,7 @@ def test_references_are_relative_so_the_store_can_move(tmp_path):
 
 
 def test_an_existing_corrupt_blob_is_rewritten_not_trusted(tmp_path):
-    from sparkcast.spark import blobs
+    from sparkcast.spark.state import blobs
 
     value = {"w": "c" * LARGE_VALUE_BYTES}
     stored = store_value(value, str(tmp_path))
@@ -103,7 +103,7 @@ def test_an_existing_corrupt_blob_is_rewritten_not_trusted(tmp_path):
 
 
 def test_file_uris_are_paths_not_folder_names(tmp_path, monkeypatch):
-    from sparkcast.spark import blobs
+    from sparkcast.spark.state import blobs
 
     monkeypatch.chdir(tmp_path)
     store = (tmp_path / "store").as_uri()  # file:///...
@@ -116,7 +116,7 @@ def test_file_uris_are_paths_not_folder_names(tmp_path, monkeypatch):
 
 def test_no_default_store_on_a_remote_master_says_what_to_pass():
     from sparkcast.errors import PipelineError
-    from sparkcast.spark.blobs import NO_STORE, default_blob_store
+    from sparkcast.spark.state.blobs import NO_STORE, default_blob_store
 
     assert default_blob_store("p1", local_master=False) == NO_STORE
     a, b = default_blob_store("p1", True), default_blob_store("p2", True)

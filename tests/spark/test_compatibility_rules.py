@@ -11,11 +11,11 @@ import pytest
 
 from sparkcast import MapStateDescriptor, ValueStateDescriptor
 from sparkcast.errors import IncompatibleCheckpointError
-from sparkcast.spark.compatibility import (
+from sparkcast.spark.state.compatibility import (
     descriptor_record,
     differences,
     guard_subtask,
-    merged,
+    layout_to_keep,
     refuse,
 )
 
@@ -36,7 +36,7 @@ def test_an_identical_layout_and_a_new_side_output_are_compatible():
     assert differences(OLD, more) == []
     fewer = {**OLD, "side_outputs": {}}
     assert differences(OLD, fewer) == []
-    assert merged(OLD, fewer)["side_outputs"] == OLD["side_outputs"]  # remembered
+    assert layout_to_keep(OLD, fewer)["side_outputs"] == OLD["side_outputs"]  # remembered
 
 
 def test_each_incompatible_change_is_named_with_both_values_and_the_fix():

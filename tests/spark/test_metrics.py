@@ -117,7 +117,7 @@ def test_the_shuffle_free_path_reports_its_metrics_too(spark, tmp_path):
     models = spark.createDataFrame([(7,)], "version long")
     result = Stream(events).connect(Stream(models).broadcast(MODELS)).process(
         Plain(), "id long, version long", parallelism=2)
-    assert result.plan.stateless
+    assert result.plan.path == "stateless"
     _, records = _consume_main(result, tmp_path, "metrics_stateless")
     operators = [r["operators"][result.observation] for r in records
                  if result.observation in r["operators"]]

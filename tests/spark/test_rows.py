@@ -10,7 +10,7 @@ from pyspark.sql.types import DoubleType, LongType, StringType, StructField, Str
 
 from sparkcast import OutputTag, Row
 from sparkcast.core.records import DEAD_LETTERS
-from sparkcast.spark.rows import OutputEncoder
+from sparkcast.spark.execution.encoding import OutputEncoder
 
 SCHEMA = StructType([StructField("s", StringType()), StructField("n", LongType())])
 REVIEW = OutputTag("review", "s string, n long")

@@ -15,8 +15,8 @@ from sparkcast import (
 )
 from sparkcast.core import SubtaskEngine, codec
 from sparkcast.core.records import OutputRecord
-from sparkcast.spark import state as spark_state
-from sparkcast.spark.state import SparkStateBackend, SparkStates
+from sparkcast.spark.state import backend as spark_state
+from sparkcast.spark.state.backend import SparkStateBackend, SparkStates
 from tests.fake_spark_state import FakeHandle
 
 RULES = MapStateDescriptor("rules", str, object)

@@ -25,6 +25,7 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.errors import SparkcastError
+from sparkcast.spark.state import storage
 
 EVENTS = "events"
 BROADCAST = "broadcast"
@@ -78,22 +79,14 @@ class App:
 
 
 def write_json_lines(path: Path, rows: Iterable[dict[str, Any]]) -> Path:
-    """Write a file atomically: the file source must never see it half-written (Spark skips
-    names starting with a dot, so the temporary name is invisible to it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.parent / f".{path.name}.tmp"
-    with open(temporary, "w", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, sort_keys=True) + "\n")
-    os.replace(temporary, path)
-    return path
+    """Write a file atomically: the file source must never see it half-written (``storage``
+    writes a temporary file whose name starts with a dot, which Spark skips, and renames it)."""
+    return write_bytes(path, "".join(json.dumps(row, sort_keys=True) + "\n"
+                                     for row in rows).encode("utf-8"))
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.parent / f".{path.name}.tmp"
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
+    storage.write_bytes(str(path), data)
     return path
 
 

@@ -21,9 +21,6 @@ from typing import Any
 
 from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, MetricGroup
 
-#: the tag of a subtask's metrics row in the operator's output (``spark/layout.py``), and the
-#: ``_output`` folder ``write_stream`` writes those rows to
-METRICS_TAG = "_metrics"
 #: quantile points a histogram ships per micro-batch (0, 5, ..., 100 %)
 QUANTILE_POINTS = tuple(i / 20 for i in range(21))
 

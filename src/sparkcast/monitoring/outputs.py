@@ -19,9 +19,8 @@ from urllib.parse import unquote, urlparse
 
 import pyarrow.parquet as pq
 
-from sparkcast.core.batch_metrics import METRICS_TAG
+from sparkcast.spark.layout import METRICS, OUTPUT, PAYLOAD, RESERVED
 
-INTERNAL = ("_ts", "_payload", "_output")
 #: what a reader of committed rows gets: (output name, micro-batch, rows as dicts)
 RowsHook = Callable[[str, int, list[dict[str, Any]]], None]
 
@@ -78,8 +77,8 @@ class OutputFolder:
                 continue
             self.seen_files.add(location)
             local = Path(unquote(urlparse(location).path))
-            name = local.parent.name.removeprefix("_output=")
-            if name == METRICS_TAG:
+            name = local.parent.name.removeprefix(f"{OUTPUT}=")
+            if name == METRICS:
                 continue
             found.append((name, _rows(pq.read_table(local).to_pylist(), name == "main")))
         return found
@@ -96,5 +95,5 @@ class OutputFolder:
 
 def _rows(rows: list[dict[str, Any]], main: bool) -> list[dict[str, Any]]:
     if main:
-        return [{k: v for k, v in row.items() if k not in INTERNAL} for row in rows]
-    return [json.loads(row["_payload"]) if row.get("_payload") else {} for row in rows]
+        return [{k: v for k, v in row.items() if k not in RESERVED} for row in rows]
+    return [json.loads(row[PAYLOAD]) if row.get(PAYLOAD) else {} for row in rows]

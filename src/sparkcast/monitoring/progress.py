@@ -2,8 +2,8 @@
 
 A progress report comes as ``query.lastProgress`` (a dict whose observed metrics are Rows), as
 a listener's ``event.progress.json`` or as saved JSON: ``batch_record`` takes any of them and
-returns plain JSON data. sparkcast's observations (``spark/observe.py``) carry each subtask's
-report in ``subtask_reports``; they are merged here (``merge.py``).
+returns plain JSON data. sparkcast's observations (``spark/observe/observation.py``) carry each
+subtask's report in ``subtask_reports``; they are merged here (``merge.py``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from typing import Any
 from sparkcast.monitoring.merge import merge_reports
 
 OBSERVATION = "sparkcast"
-#: the progress log ``write_stream`` keeps beside its output (one record per line)
-PROGRESS_LOG = "_sparkcast_progress.jsonl"
 #: the callbacks whose dead letters are counted apart (``input``: malformed input lines;
 #: ``output``: outputs that do not match their schema)
 CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", "on_timer",

@@ -18,9 +18,10 @@ from typing import Any, TextIO
 
 from sparkcast.errors import PipelineError
 from sparkcast.monitoring.outputs import OutputFolder
-from sparkcast.monitoring.progress import PROGRESS_LOG, is_observation
+from sparkcast.monitoring.progress import is_observation
 from sparkcast.monitoring.store import MONITOR, Monitor
 from sparkcast.monitoring.view import Style, batch_line, screen
+from sparkcast.spark.layout import PROGRESS_LOG
 
 
 def records_from_url(url: str) -> list[dict[str, Any]]:

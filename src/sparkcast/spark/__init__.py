@@ -1,26 +1,39 @@
-"""The Spark runtime: the only package that imports pyspark.
+"""The Spark runtime: the only package that imports pyspark, in rooms by job.
 
-``Stream`` wires DataFrames into the broadcast pattern; the processor runs the engine core inside
-``transformWithStateInPandas`` with Spark-backed state.
+``datastream`` wires DataFrames into the pattern (``Stream`` ... ``ProcessResult``);
+``planning`` turns a ``process(...)`` call into a ``plan.RuntimePlan`` on one
+``plan.ExecutionPath``; ``execution`` runs the engine core in the Python workers; ``outputs``
+builds the output frames and starts the query; ``state``, ``observe``, ``launch`` and ``tools``
+serve them. Imports run one way: leaves (``layout``, ``plan``, ``environment``) → ``state`` →
+``observe`` → ``launch`` → ``execution`` → ``planning`` → ``outputs`` → ``tools`` →
+``datastream`` (docs/architecture.md).
+
+The public names below load on first use (PEP 562), so a Python worker that unpickles a
+processor imports only the execution path it runs, and ``layout`` imports without pyspark.
 """
 
-# first: without pyspark, fail here with the extra to install
-from sparkcast.spark.dependency import require_pyspark
+from __future__ import annotations
 
-require_pyspark()
+import importlib
+from typing import Any
 
-from sparkcast.spark.prometheus import metrics_url, serve_metrics  # noqa: E402
-from sparkcast.spark.rescale import rescale  # noqa: E402
-from sparkcast.spark.result import DEAD_LETTER_SCHEMA, ProcessResult  # noqa: E402
-from sparkcast.spark.session import session  # noqa: E402
-from sparkcast.spark.sink import read_output  # noqa: E402
-from sparkcast.spark.state_reader import read_state, state_value  # noqa: E402
-from sparkcast.spark.stream import (  # noqa: E402
-    BroadcastConnectedStream,
-    BroadcastStream,
-    KeyedStream,
-    Stream,
-)
+INSTALL_HINT = "pip install 'sparkcast[spark]'"
+
+_EXPORTS = {
+    "DEAD_LETTER_SCHEMA": "sparkcast.spark.layout",
+    "BroadcastConnectedStream": "sparkcast.spark.datastream",
+    "BroadcastStream": "sparkcast.spark.datastream",
+    "KeyedStream": "sparkcast.spark.datastream",
+    "ProcessResult": "sparkcast.spark.datastream",
+    "Stream": "sparkcast.spark.datastream",
+    "metrics_url": "sparkcast.spark.observe.prometheus",
+    "read_output": "sparkcast.spark.outputs.files",
+    "read_state": "sparkcast.spark.tools.state_reader",
+    "rescale": "sparkcast.spark.tools.rescale",
+    "serve_metrics": "sparkcast.spark.observe.prometheus",
+    "session": "sparkcast.spark.launch.builder",
+    "state_value": "sparkcast.spark.tools.state_reader",
+}
 
 __all__ = [
     "DEAD_LETTER_SCHEMA",
@@ -37,3 +50,28 @@ __all__ = [
     "session",
     "state_value",
 ]
+
+
+def require_pyspark() -> None:
+    """PySpark is an optional dependency: say which extra to install (Quix Streams' habit),
+    instead of a bare ``No module named 'pyspark'``."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise ModuleNotFoundError(
+            f"sparkcast.spark runs on Apache Spark and needs PySpark, which is not installed "
+            f"({exc}): {INSTALL_HINT}", name="pyspark") from exc
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sparkcast.spark' has no attribute {name!r}")
+    require_pyspark()
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -1,0 +1,192 @@
+"""The streamed-broadcast path's work on each micro-batch, on the driver and in the workers.
+
+On the operator path every one of P subtasks receives, applies and checkpoints each broadcast
+element (a cross join replicates it P times), and every main row crosses to Python twice and is
+shuffled. A non-keyed function's main side only *reads* the broadcast state, so ``write_stream``
+runs it as one ``foreachBatch`` query over the union of both inputs instead
+(``outputs/streamed_writer.py`` writes what this module builds)::
+
+    union(main _side 0, broadcast _side 1, malformed _side 2) ─ foreachBatch(batch N):
+      1. collect the broadcast rows; apply them once, on the driver, in the deterministic
+         broadcast order, to the state after batch N-1 (``state/snapshots.py``), and write the
+         state of batch N into the checkpoint before any main row runs (``BroadcastApplier``);
+      2. main rows: one mapInArrow (``stateless.py``'s runner) whose engines read that snapshot,
+         loaded once per Python worker (``SnapshotBinder``): no shuffle, one JVM↔Python round
+         trip;
+      3. the writer writes main rows, side outputs and dead letters as micro-batch N, once.
+
+Every subtask reads the same snapshot, so broadcast state is identical everywhere by
+construction. Outputs of ``process_broadcast_element`` are emitted as each of the P subtasks of
+the operator path would (its broadcast dead letters once, ``dead_letters.broadcast_letters_once``).
+The planner (``planning/paths.py``) chooses this path only where results equal the operator's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkcast.core.backend import DictBackend
+from sparkcast.core.engine import SubtaskEngine
+from sparkcast.core.records import BroadcastElement, OutputRecord
+from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corrupt_letters
+from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
+from sparkcast.spark.execution.engines import plan_engine
+from sparkcast.spark.execution.stateless import StatelessRunner
+from sparkcast.spark.execution.values import collect_elements
+from sparkcast.spark.layout import (
+    BROADCAST_SIDE,
+    CORRUPT_SIDE,
+    ERROR,
+    MAIN_SIDE,
+    ORDER,
+    RAW,
+    SIDE,
+    TS,
+    broadcast_column,
+    main_column,
+)
+from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.state import snapshots
+from sparkcast.spark.state.compatibility import differences, layout_of, refuse
+
+_BOUND: dict[tuple[str, int], str] = {}  # (pipeline, subtask) -> the snapshot its engine reads
+
+
+def streamed_runner(plan: RuntimePlan, snapshot: str | None) -> StatelessRunner:
+    """What the streamed path ships to the workers for one micro-batch: the stateless path's
+    runner, bound to the batch's broadcast ``snapshot`` file (None: empty state)."""
+    return StatelessRunner(plan.for_workers(), SnapshotBinder(snapshot, plan.blob_store))
+
+
+class MicroBatchOutputs:
+    """The outputs of one micro-batch of the streamed path as the operator's tagged frame: the
+    batch's broadcast elements applied once (``BroadcastApplier``), its main rows run by the
+    workers against the resulting snapshot, its malformed rows as dead letters."""
+
+    def __init__(self, plan: RuntimePlan, checkpoint_location: str) -> None:
+        assert plan.streamed_input is not None
+        self.plan = plan
+        self.applier = BroadcastApplier(plan, checkpoint_location)
+        self.broadcast_columns = [TS, ORDER, *[broadcast_column(i) for i in
+                                               range(len(plan.broadcast_fields))]]
+        self.main_columns = [TS, *[main_column(i) for i in range(len(plan.main_fields))]]
+        self.encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
+        #: whether the input carries malformed rows (``_side`` 2)
+        self.corrupt = RAW in plan.streamed_input.schema.fieldNames()
+
+    def tagged(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
+               ) -> tuple[DataFrame, int]:
+        """The batch's tagged frame, and how many broadcast elements the driver applied;
+        ``partitions``: the batch's broadcast partitions (None: find the rows by filtering)."""
+        plan = self.plan
+        side = F.col(SIDE)
+        elements = self._elements(batch, partitions)
+        file, outputs = self.applier.apply(batch_id, elements)
+        output = tagged_schema(plan.output_schema, batch.schema[TS].dataType)
+        tagged = batch.filter(side == MAIN_SIDE).select(*self.main_columns).mapInArrow(
+            streamed_runner(plan, file), output)
+        if self.corrupt:
+            bad = batch.filter(side == CORRUPT_SIDE).select(RAW, ERROR)
+            tagged = tagged.unionByName(corrupt_letters(bad, plan.output_schema,
+                                                        batch.schema[TS].dataType))
+        emitted = self._broadcast_outputs(outputs, output)
+        if emitted is not None:
+            tagged = tagged.unionByName(emitted)
+        return tagged, len(elements)
+
+    def _elements(self, batch: DataFrame, partitions: list[int] | None
+                  ) -> list[BroadcastElement]:
+        """The micro-batch's broadcast elements, from ``partitions`` of it (None: all)."""
+        frame = batch.filter(F.col(SIDE) == BROADCAST_SIDE).select(*self.broadcast_columns)
+        if partitions is None:
+            return collect_elements(frame, self.plan.broadcast_fields)
+        rows = (batch.sparkSession.sparkContext.runJob(frame.rdd, list, partitions)
+                if partitions else [])
+        return collect_elements(frame, self.plan.broadcast_fields, rows)
+
+    def _broadcast_outputs(self, outputs: list[OutputRecord], schema: Any) -> DataFrame | None:
+        """What ``process_broadcast_element`` emitted, as every subtask of the operator path
+        emits it (its keyless dead letters once)."""
+        if not outputs:
+            return None
+        plan = self.plan
+        tables = self.encoder.encode_tables(outputs, 0)
+        others = broadcast_letters_once(outputs)
+        for subtask in range(1, plan.parallelism):
+            tables += self.encoder.encode_tables(others, subtask)
+        if not tables:
+            return None
+        assert plan.spark is not None
+        return plan.spark.createDataFrame(pa.concat_tables(tables).to_pandas(), schema)
+
+
+class BroadcastApplier:
+    """The driver's engine: applies each micro-batch's broadcast elements once, from the
+    snapshot of the batches before it, and writes the batch's snapshot."""
+
+    def __init__(self, plan: RuntimePlan, checkpoint_location: str) -> None:
+        self.plan = plan
+        self.location = snapshots.folder(checkpoint_location)
+        self.layout = layout_of(plan)
+        self.engine = plan_engine(plan)
+        self.engine.take_outputs()
+
+    def apply(self, batch: int, elements: list[BroadcastElement]
+              ) -> tuple[str | None, list[OutputRecord]]:
+        """The snapshot file batch ``batch``'s main rows read (None: empty state), and the
+        outputs of applying its elements."""
+        known = snapshots.batches(self.location)
+        for stale in (b for b in known if b >= batch):  # an interrupted attempt of this batch
+            snapshots.delete(self.location, stale)
+        earlier = [b for b in known if b < batch]
+        base = snapshots.name(self.location, earlier[-1]) if earlier else None
+        if not elements:
+            if base is not None:
+                self._check(snapshots.read(base, self.plan.blob_store))
+            return base, []
+        state = snapshots.EMPTY if base is None else snapshots.read(base, self.plan.blob_store)
+        self._check(state)
+        engine = self.engine
+        backend = DictBackend()
+        for descriptor, table in state.tables.items():
+            backend.broadcast_table(descriptor).update(table)
+        backend.store("broadcast_version", state.version)
+        engine.bind(backend)
+        engine.run_micro_batch(elements, [], processing_time=int(time.time() * 1000))
+        tables = {name: dict(table) for name, table in backend.broadcast.items()}
+        snapshot = snapshots.Snapshot(self.layout, engine.broadcast_version, tables)
+        snapshots.write(self.location, batch, snapshot, self.plan.blob_store)
+        for old in earlier[:-1]:  # only the base of a replay of this batch is still needed
+            snapshots.delete(self.location, old)
+        return snapshots.name(self.location, batch), engine.take_outputs()
+
+    def _check(self, state: snapshots.Snapshot) -> None:
+        lines = differences(state.layout, self.layout) if state.layout else []
+        if lines:
+            raise refuse(lines, f"the broadcast state in {self.location}")
+
+
+class SnapshotBinder:
+    """Shipped with the main side's runner: binds a worker's engine to the batch's snapshot
+    (decoded once per worker and shared by its subtasks: the main side only reads it)."""
+
+    def __init__(self, file: str | None, blob_store: str) -> None:
+        self.file = file
+        self.blob_store = blob_store
+
+    def __call__(self, engine: SubtaskEngine, pipeline_id: str, subtask: int) -> None:
+        key = (pipeline_id, subtask)
+        wanted = self.file or ""
+        if _BOUND.get(key) == wanted:
+            return
+        state = snapshots.read(self.file, self.blob_store) if self.file else snapshots.EMPTY
+        backend = DictBackend()
+        backend.broadcast.update(state.tables)
+        backend.store("broadcast_version", state.version)
+        engine.bind(backend)
+        _BOUND[key] = wanted

@@ -1,0 +1,86 @@
+"""Quiet logs at Spark's own level: silence only what is known to be noise.
+
+Two kinds of noise reach a sparkcast user's terminal. The JVM's
+``TransformWithStateInPySparkStateServer`` logs a WARN for every state lookup of a key never
+written (hundreds per micro-batch): ``log4j2.properties`` beside this module sets that logger
+(and Hadoop's native-library notice) to ERROR and leaves the rest at Spark's WARN; ``session()``
+passes it to the driver JVM as ``-Dlog4j2.configurationFile`` (the session is created in this
+process, so the JVM is launched with the options given to the builder). And PySpark's
+transformWithState driver worker ``print``s "Starting/Completed execution of UDF" banners,
+which the JVM copies to its stderr: ``launch_filtered_gateway`` starts the JVM with its output
+piped through a thread that drops exactly those lines and passes everything else on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from importlib import resources
+from typing import IO, Any
+
+LOG4J2 = str(resources.files("sparkcast.spark.launch") / "log4j2.properties")
+#: the lines PySpark's transformWithState driver worker prints (pyspark 4.3)
+BANNERS = (
+    "Python worker Starting execution of UDF",
+    "Python worker Completed execution of UDF",
+    "finish init stage of Python runner",
+    "Python worker received parameters for UDF",
+    "Starting Streaming TransformWithStateInPandas Python worker",
+)
+
+
+def is_banner(line: str) -> bool:
+    return any(banner in line for banner in BANNERS)
+
+
+def java_options(conf: dict[str, str]) -> str:
+    """The driver's Java options with sparkcast's log configuration, unless one is given."""
+    options = conf.get("spark.driver.extraJavaOptions", "")
+    if "log4j2.configurationFile" in options:
+        return options
+    return f"{options} -Dlog4j2.configurationFile=file:{LOG4J2}".strip()
+
+
+_GATEWAY: list[Any] = []  # the JVM this module launched (one per process, reused)
+
+
+def start_filtered_context(master: str, app_name: str, settings: dict[str, str]) -> Any:
+    """A SparkContext on a JVM whose output is filtered (made before the session's builder
+    runs, which then takes it as the active context)."""
+    from pyspark import SparkConf, SparkContext
+
+    conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
+    if not _GATEWAY:
+        _GATEWAY.append(launch_filtered_gateway(conf))
+    return SparkContext(conf=conf, gateway=_GATEWAY[0])
+
+
+def launch_filtered_gateway(conf: Any) -> Any:
+    """PySpark's ``launch_gateway`` with the JVM's stdout and stderr filtered (``BANNERS``)."""
+    from pyspark.java_gateway import launch_gateway
+
+    gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.PIPE,
+                                                 "stderr": subprocess.PIPE})
+    process = gateway.proc
+    for source, target in ((process.stdout, "stdout"), (process.stderr, "stderr")):
+        threading.Thread(target=_forward, args=(source, target), daemon=True,
+                         name=f"sparkcast-jvm-{target}").start()
+    return gateway
+
+
+def _forward(source: IO[bytes], target: str) -> None:
+    """Copy lines to ``sys.<target>`` (looked up per line: tests capture it), minus banners and
+    the blank line each banner's ``print`` adds."""
+    after_banner = False
+    for raw in iter(source.readline, b""):
+        line = raw.decode("utf-8", "replace")
+        if is_banner(line):
+            after_banner = True
+            continue
+        if after_banner and not line.strip():
+            continue
+        after_banner = False
+        stream = getattr(sys, target)
+        stream.write(line)
+        stream.flush()

@@ -1,0 +1,61 @@
+"""The operator's tagged output frame (``layout.py``) of a plan, built for its execution path.
+
+The operator path groups the tagged input by subtask into one ``transformWithStateInPandas``
+operator (``execution/processor.py``), seeded with prepared state when the plan has some; the
+stateless path maps it with one ``mapInArrow`` (``execution/stateless.py``). A streamed plan's
+frame is the operator's: ``write_stream`` runs such a plan its own way
+(``outputs/streamed_writer.py``), but ``result.main`` and the side outputs are DataFrames any
+query may consume. Malformed input lines join as dead letters.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from sparkcast.spark.execution.dead_letters import corrupt_letters
+from sparkcast.spark.execution.encoding import tagged_schema
+from sparkcast.spark.execution.processor import BroadcastProcessor
+from sparkcast.spark.execution.stateless import StatelessRunner
+from sparkcast.spark.layout import SUBTASK, TS, broadcast_column
+from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.planning.bootstrap import initial_state_frame
+
+
+def tagged_output(plan: RuntimePlan) -> DataFrame:
+    """The tagged output frame of ``plan`` (streaming when its inputs are)."""
+    assert plan.tagged_input is not None
+    schema = plan.tagged_input.schema
+    output = tagged_schema(plan.output_schema, schema[TS].dataType)
+    if plan.path is ExecutionPath.STATELESS:
+        tagged = plan.tagged_input.mapInArrow(stateless_runner(plan), output)
+    else:
+        tagged = _stateful(plan, output)
+    if plan.corrupt_input is not None:
+        tagged = tagged.unionByName(corrupt_letters(plan.corrupt_input, plan.output_schema,
+                                                    schema[TS].dataType))
+    return tagged
+
+
+def stateless_runner(plan: RuntimePlan) -> StatelessRunner:
+    """What the stateless path ships to the workers: the ``mapInArrow`` body."""
+    return StatelessRunner(plan.for_workers())
+
+
+def operator_processor(plan: RuntimePlan) -> BroadcastProcessor:
+    """What the operator path ships to the workers: the stateful processor."""
+    assert plan.tagged_input is not None
+    schema = plan.tagged_input.schema
+    names = schema.fieldNames()
+    broadcast_types = [schema[broadcast_column(i)].dataType
+                       for i in range(len(plan.broadcast_fields))
+                       if broadcast_column(i) in names]
+    return BroadcastProcessor(plan.for_workers(ExecutionPath.OPERATOR), broadcast_types)
+
+
+def _stateful(plan: RuntimePlan, output: StructType) -> DataFrame:
+    assert plan.tagged_input is not None
+    return plan.tagged_input.groupBy(SUBTASK).transformWithStateInPandas(
+        statefulProcessor=operator_processor(plan), outputStructType=output, outputMode="Append",
+        timeMode=plan.time_mode,
+        initialState=initial_state_frame(plan) if plan.initial_seeds else None)

@@ -1,0 +1,110 @@
+"""Where ``ProcessResult.write_stream`` puts the outputs: one query, through an ``OutputSink``.
+
+Both sinks leave the same files (``outputs/files.py``: ``_output=<name>/`` folders, Spark's
+``_spark_metadata`` commit log, the manifest), so ``read_output`` reads either the same way:
+
+* ``FileSink``: Spark's own file sink over the tagged frame (the operator and stateless paths):
+  exactly-once, its ``_spark_metadata`` log commits each micro-batch's files atomically;
+* ``BatchSink``: ``foreachBatch`` with the same commit log written by ``state/commit_log.py``
+  (the streamed path).
+
+Before the query starts, the plan is checked against the checkpoint's layout record, given its
+blob store, and the manifest and progress log are set up.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import StreamingQuery
+
+from sparkcast.api.options import HOLD_OVERFLOW
+from sparkcast.spark.layout import OUTPUT
+from sparkcast.spark.observe.listener import PROGRESS_LOGS
+from sparkcast.spark.observe.observation import next_name
+from sparkcast.spark.outputs import streamed_writer
+from sparkcast.spark.outputs.files import (
+    partitioned,
+    progress_log_path,
+    read_manifest,
+    write_manifest,
+)
+from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.planning.checks import query_blob_store
+from sparkcast.spark.state.compatibility import check_checkpoint
+
+
+class TaggedOutputs(Protocol):
+    """What a sink writes: a plan's tagged output frame (``ProcessResult`` is one)."""
+
+    plan: RuntimePlan
+    #: the name of its counts in the monitoring (``observe/observation.py``)
+    observation: str | None
+
+    @property
+    def tagged(self) -> DataFrame: ...
+
+    def reset(self) -> None: ...
+
+
+class OutputSink(Protocol):
+    """How ``write_stream`` writes the tagged outputs under ``path`` as one query."""
+
+    def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
+              trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery: ...
+
+
+class FileSink:
+    """Spark's file sink over the tagged DataFrame (the stateless and operator paths)."""
+
+    def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
+              trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+        stream = (partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
+                  .outputMode("append").option("path", path)
+                  .option("checkpointLocation", checkpoint_location))
+        if query_name:
+            stream = stream.queryName(query_name)
+        if trigger:
+            stream = stream.trigger(**trigger)
+        return stream.start()
+
+
+class BatchSink:
+    """``foreachBatch`` with batch-id-idempotent commits (the streamed path)."""
+
+    def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
+              trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+        plan = outputs.plan
+        assert plan.spark is not None
+        if outputs.observation is None:  # the name its counts have in the monitoring
+            outputs.observation = next_name(plan.spark)
+        writer = streamed_writer.StreamedWriter(plan, path, checkpoint_location, format,
+                                                outputs.observation, query_name)
+        return streamed_writer.start(plan, writer, checkpoint_location, trigger, query_name)
+
+
+SINKS: dict[ExecutionPath, OutputSink] = {ExecutionPath.OPERATOR: FileSink(),
+                                          ExecutionPath.STATELESS: FileSink(),
+                                          ExecutionPath.STREAMED: BatchSink()}
+
+
+def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
+               trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+    """Check the checkpoint, set up the files beside the output, start the plan's sink."""
+    plan = outputs.plan
+    check_checkpoint(plan, checkpoint_location)  # refuses before anything is written
+    plan.blob_store = query_blob_store(plan, checkpoint_location)
+    outputs.reset()  # the operator is rebuilt with the query's blob store
+    earlier = (read_manifest(path) or {}).get("side_outputs", {})
+    write_manifest(path, plan.output_schema.simpleString(), {
+        **earlier,  # a side output dropped on a restart keeps its schema for read_output
+        HOLD_OVERFLOW.tag_id: None,
+        **{tag: (None if schema is None else schema.simpleString())
+           for tag, schema in plan.side_schemas.items()}})
+    query = SINKS[plan.path].start(outputs, path, checkpoint_location, format, trigger,
+                                   query_name)
+    log = progress_log_path(path)
+    if log is not None:
+        PROGRESS_LOGS[str(query.id)] = log
+    return query

@@ -1,0 +1,114 @@
+"""The streamed path's ``foreachBatch`` function: each micro-batch's outputs written once.
+
+``execution/streamed.py`` builds a micro-batch's tagged frame (broadcast applied once on the
+driver, main rows in one ``mapInArrow``); this writes it as micro-batch N through the
+batch-id-idempotent commit log (``state/commit_log.py``): a replayed batch is skipped once
+committed, else rewritten the same way. Dead letters and the other counts are observed on that
+write (an ``Observation``: Spark does not put a ``foreachBatch``'s own jobs into
+``observedMetrics``) and handed to the listener, which merges them into the batch's progress.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql.streaming import StreamingQuery
+
+from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.monitoring.progress import APPLIED_ONCE
+from sparkcast.spark.execution.batch_sides import query_of, side_partitions
+from sparkcast.spark.execution.streamed import MicroBatchOutputs
+from sparkcast.spark.layout import BROADCAST_SIDE
+from sparkcast.spark.observe.listener import log, report_streamed, warning
+from sparkcast.spark.observe.observation import observed
+from sparkcast.spark.outputs.files import partitioned
+from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.state import checkpoint_files
+from sparkcast.spark.state.commit_log import CommitLog
+
+
+class StreamedWriter:
+    """The ``foreachBatch`` function of ``write_stream`` on the streamed path."""
+
+    def __init__(self, plan: RuntimePlan, path: str, checkpoint_location: str, format: str,
+                 observation: str, query_name: str | None = None) -> None:
+        spark = plan.spark
+        assert spark is not None
+        self.plan = plan
+        self.format = format
+        self.observation = observation
+        self.query_name = query_name
+        interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval")
+                       or "10")
+        self.log = CommitLog(path, interval)
+        self.outputs = MicroBatchOutputs(plan, checkpoint_location)
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """``batch`` arrives as an opaque ``LogicalRDD``: each action recomputes it from the
+        sources. The broadcast rows are read from the broadcast source's partitions alone
+        (``batch_sides``), and the main rows once, by the write (the query's ``numInputRows``
+        then counts each broadcast row twice). Where the partitions cannot be told apart, or
+        malformed rows make the write read the batch twice, the batch is persisted instead,
+        so the main rows are read (and counted) once."""
+        if self.log.committed(batch_id):
+            return
+        assert self.plan.spark is not None
+        query = query_of(batch, self.plan.spark)
+        sides = None if self.outputs.corrupt else side_partitions(batch, query)
+        if sides is not None:
+            self._write(batch, batch_id, query, sides.get(BROADCAST_SIDE, []))
+            return
+        batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            self._write(batch, batch_id, query, None)
+        finally:
+            batch.unpersist()
+
+    def _write(self, batch: DataFrame, batch_id: int, query: StreamingQuery | None,
+               partitions: list[int] | None) -> None:
+        tagged, applied = self.outputs.tagged(batch, batch_id, partitions)
+        counts = Observation(f"sparkcast-{self.plan.pipeline_id}-{batch_id}")
+        frame = partitioned(observed(tagged, counts, self.plan.spark))
+        if self.log.write(batch_id, frame, self.format):
+            self._report(query, batch_id, counts.get, applied)
+
+    def _report(self, query: StreamingQuery | None, batch_id: int, row: dict[str, Any],
+                applied: int) -> None:
+        """The batch's counts, with the broadcast elements the driver applied once, to the
+        listener that merges them into the batch's progress (the monitor, the progress log,
+        Prometheus, the INFO and WARN lines); to the WARN line alone without the query."""
+        row = {**row, APPLIED_ONCE: applied}
+        if query is not None:
+            report_streamed(str(query.id), batch_id, self.observation, row)
+            return
+        line = warning(row, self.query_name or "write_stream", batch_id)
+        if line is not None:
+            log.warning(line)
+
+
+def start(plan: RuntimePlan, writer: StreamedWriter, checkpoint_location: str,
+          trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+    """The one streaming query of the streamed path."""
+    _refuse_operator_state(checkpoint_location)
+    assert plan.streamed_input is not None
+    stream = (plan.streamed_input.writeStream.foreachBatch(writer)
+              .option("checkpointLocation", checkpoint_location))
+    if query_name:
+        stream = stream.queryName(query_name)
+    if trigger:
+        stream = stream.trigger(**trigger)
+    return stream.start()
+
+
+def _refuse_operator_state(checkpoint_location: str) -> None:
+    """A checkpoint with Spark operator state was written by the operator path (perhaps by a
+    query the user started on ``result.main``, which records no layout file)."""
+    if checkpoint_files.holds_operator_state(checkpoint_location):
+        raise IncompatibleCheckpointError(
+            f"this pipeline cannot restart from checkpoint {checkpoint_location}; nothing was "
+            "run. path: the checkpoint holds the stateful operator's state, this pipeline "
+            "takes the streamed path (a non-keyed function over a streamed broadcast side, "
+            "state applied once per micro-batch): start a new checkpoint. See "
+            "docs/operations.md, 'What may change between restarts'.")

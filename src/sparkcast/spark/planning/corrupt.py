@@ -1,0 +1,67 @@
+"""Malformed input, on either side: rows Spark's reader could not parse go to the dead letters.
+
+A JSON or CSV source in ``PERMISSIVE`` mode with a ``_corrupt_record`` column in its schema keeps
+unparsable lines (bad JSON, a string where a number belongs) as rows whose parsed fields are null
+and whose ``_corrupt_record`` holds the raw text. The user function must never see them — it would
+fail on the nulls, or worse, compute with them (a broadcast row of nulls would become broadcast
+state on every subtask) — yet none may vanish: they become dead letters (callback ``"input"``)
+with the raw record as value, in the same tagged output (so ``write_stream`` writes them too;
+``execution/dead_letters.py`` shapes them).
+
+A static (batch) broadcast side is read once, when the pipeline is built: a malformed line there
+is refused at ``process()`` with the first bad lines, since a one-off table can be fixed.
+
+>>> events = spark.readStream.schema("user string, amount double, _corrupt_record string")...
+>>> result.dead_letters  # callback "input", error "malformed input: ...", value: the raw line
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkcast.errors import PipelineError
+from sparkcast.spark.layout import ERROR, RAW
+
+CORRUPT_COLUMN = "_corrupt_record"
+
+
+def split_corrupt(df: DataFrame, side: str = "main") -> tuple[DataFrame, DataFrame | None]:
+    """The parsable rows without the corrupt-record column, and the unparsable ones as
+    ``(_raw, _error)`` (the same columns for both sides, so they union), or None when the source
+    has no such column."""
+    if CORRUPT_COLUMN not in df.columns:
+        return df, None
+    marker = F.col(f"`{CORRUPT_COLUMN}`")
+    fields = ", ".join(c for c in df.columns if c != CORRUPT_COLUMN)
+    # Spark refuses queries of raw JSON/CSV that reference only the corrupt-record column:
+    # the coalesce names every column (the raw text is never null on these rows)
+    raw = F.coalesce(marker, F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
+    bad = df.filter(marker.isNotNull()).select(
+        raw.alias(RAW),
+        F.lit(f"malformed input: the record does not parse as the {side} schema ({fields})")
+        .alias(ERROR))
+    return df.filter(marker.isNull()).drop(CORRUPT_COLUMN), bad
+
+
+def split_broadcast_corrupt(df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+    """``split_corrupt`` for the broadcast side; a static side with malformed lines is refused."""
+    good, bad = split_corrupt(df, "broadcast")
+    if bad is None or df.isStreaming:
+        return good, bad
+    first = [row[RAW] for row in bad.limit(3).collect()]
+    if first:
+        raise PipelineError(
+            f"the static broadcast DataFrame has malformed lines (first: {first}); fix the "
+            "source, or read it with mode DROPMALFORMED to skip them")
+    return good, None
+
+
+def union_corrupt(*frames: DataFrame | None) -> DataFrame | None:
+    present = [f for f in frames if f is not None]
+    if not present:
+        return None
+    union = present[0]
+    for frame in present[1:]:
+        union = union.unionByName(frame)
+    return union

@@ -1,0 +1,154 @@
+"""The inputs as the runtime takes them: tagged, renamed and hashed, on the driver.
+
+Both inputs become one tagged DataFrame on the operator path (DESIGN.md §4)::
+
+    main      ─ select(_subtask, _ts, _seq, m_0 … m_k) ─ mapInArrow(one blob per subtask) ─┐
+    broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ───────────────┴ union
+
+``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
+distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
+content hash that orders rows with equal timestamps the same way in every run. The stateless
+path takes ``_ts, m_0 …`` as they are (:func:`stateless_input`); the streamed path one union of
+both inputs and the malformed rows, told apart by ``_side`` (:func:`streamed_input`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructType
+
+from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
+from sparkcast.spark.layout import (
+    BLOB,
+    BROADCAST_SIDE,
+    CORRUPT_SIDE,
+    MAIN_SIDE,
+    ORDER,
+    SEQ,
+    SIDE,
+    SUBTASK,
+    TS,
+    broadcast_column,
+    main_column,
+)
+
+
+def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
+    """The stateless path's input: ``_ts, m_0 …``, where the rows lie."""
+    return main.select(millis(main, event_time).alias(TS),
+                       *[F.col(f"`{c}`").alias(main_column(i))
+                         for i, c in enumerate(main.columns)])
+
+
+def streamed_input(main: DataFrame, broadcast: Any, corrupt: DataFrame | None,
+                   event_time: str | None) -> DataFrame:
+    """Both inputs (and malformed rows) in one streaming frame, told apart by ``_side``."""
+    df: DataFrame = broadcast.df
+    order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
+    frames = [
+        main.select(F.lit(MAIN_SIDE).cast("byte").alias(SIDE),
+                    millis(main, event_time).alias(TS),
+                    *[F.col(f"`{c}`").alias(main_column(i)) for i, c in enumerate(main.columns)]),
+        df.select(F.lit(BROADCAST_SIDE).cast("byte").alias(SIDE),
+                  millis(df, event_time).alias(TS), order.alias(ORDER),
+                  *[F.col(f"`{c}`").alias(broadcast_column(i)) for i, c in enumerate(df.columns)]),
+    ]
+    if corrupt is not None:
+        frames.append(corrupt.select(F.lit(CORRUPT_SIDE).cast("byte").alias(SIDE), "*"))
+    union = frames[0]
+    for frame in frames[1:]:
+        union = union.unionByName(frame, allowMissingColumns=True)
+    return union
+
+
+def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
+    """Grouping-key values whose hash partitions are as spread as Spark's partitioning allows:
+    subtask i lands in shuffle partition i mod N."""
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
+    candidates = spark.range(0, 64 * max(parallelism, partitions)).select(
+        "id", F.pmod(F.hash(F.col("id")), F.lit(partitions)).alias("p")).collect()
+    by_partition: dict[int, list[int]] = {}
+    for row in candidates:
+        by_partition.setdefault(row["p"], []).append(row["id"])
+    keys = []
+    for i in range(parallelism):
+        pool = by_partition.get(i % partitions) or by_partition[min(by_partition)]
+        keys.append(pool.pop(0))
+    return keys
+
+
+def millis(df: DataFrame, event_time: str | None) -> Any:
+    """The event-time column as epoch milliseconds (null without one)."""
+    if event_time is None:
+        return F.lit(None).cast("long")
+    kind: DataType = df.schema[event_time].dataType
+    column = F.col(f"`{event_time}`")
+    return column.cast("long") if isinstance(kind, LongType) else F.unix_millis(column)
+
+
+def group_column(groups: list[int], index: Any) -> Any:
+    return F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), index + 1)
+
+
+def hash_columns(df: DataFrame, names: Iterable[str]) -> list[Any]:
+    """The columns ``names`` as Spark's hash functions take them: Spark cannot hash a map
+    (DATATYPE_MISMATCH.HASH_MAP_TYPE), and feature-flag configs are naturally maps, so a column
+    with a map anywhere inside is hashed as its JSON text (the same text on every replay)."""
+    return [F.to_json(F.col(f"`{n}`")) if _has_map(df.schema[n].dataType) else F.col(f"`{n}`")
+            for n in names]
+
+
+def _has_map(kind: DataType) -> bool:
+    if isinstance(kind, MapType):
+        return True
+    if isinstance(kind, ArrayType):
+        return _has_map(kind.elementType)
+    if isinstance(kind, StructType):
+        return any(_has_map(f.dataType) for f in kind.fields)
+    return False
+
+
+def tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
+             event_time: str | None, side: int = MAIN_SIDE) -> DataFrame:
+    columns = [F.col(f"`{c}`") for c in main.columns]
+    content = F.xxhash64(*hash_columns(main, main.columns))
+    hashed = F.hash(*hash_columns(main, key_columns)) if key_columns else content
+    # xxhash64 is a long and element_at takes an int index: non-keyed plans failed to resolve
+    subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
+    return main.select(
+        group_column(groups, subtask).alias(SUBTASK),
+        millis(main, event_time).alias(TS),
+        content.alias(SEQ),
+        *[c.alias(main_column(i)) for i, c in enumerate(columns)],
+    ).mapInArrow(functools.partial(pack_main, side=side), PACKED_SCHEMA)
+
+
+def pad_main(main_tagged: DataFrame, bcast: DataFrame, order_by: str | None) -> DataFrame:
+    """Packed main rows get null broadcast columns (and order), so the union lines up."""
+    order_type = bcast.schema[order_by].dataType if order_by else LongType()
+    pads = [F.lit(None).cast(order_type).alias(ORDER)] + [
+        F.lit(None).cast(f.dataType).alias(broadcast_column(i))
+        for i, f in enumerate(bcast.schema.fields)
+    ]
+    return main_tagged.select("*", *pads)
+
+
+def tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
+                  event_time: str | None) -> DataFrame:
+    df: DataFrame = broadcast.df
+    columns = [F.col(f"`{c}`") for c in df.columns]
+    order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
+    subtasks = spark.createDataFrame([(g,) for g in groups], f"{SUBTASK} long")
+    return df.select(
+        F.lit(BROADCAST_SIDE).cast("byte").alias(SIDE),
+        millis(df, event_time).alias(TS),
+        F.xxhash64(*hash_columns(df, df.columns)).alias(SEQ),
+        F.lit(None).cast("binary").alias(BLOB),
+        order.alias(ORDER),
+        *[c.alias(broadcast_column(i)) for i, c in enumerate(columns)],
+    ).crossJoin(subtasks)

@@ -1,0 +1,63 @@
+"""The files of a query's checkpoint, by path or URI: Spark's logs and sparkcast's own.
+
+Spark keeps ``offsets/<batch>`` (a batch planned) and ``commits/<batch>`` (a batch done) and the
+operator's state under ``state/``; sparkcast adds, under ``sparkcast/``, the layout record
+(``compatibility.py``), the streamed path's broadcast snapshots (``snapshots.py``) and the state
+a rescale prepared (``tools/rescale.py``). Every reader of a checkpoint finds these here, through
+``storage.py``, so a local path, ``file:`` URI or object-store URI all work the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sparkcast.spark.state import storage
+
+LAYOUT_FILE = ("sparkcast", "layout.json")
+PREPARED_FILE = ("sparkcast", "prepared-state.bin")
+SNAPSHOTS = ("sparkcast", "broadcast")
+
+
+def file(checkpoint: str, *parts: str) -> str:
+    """The location of ``parts`` under ``checkpoint``."""
+    return storage.join(checkpoint, *parts)
+
+
+def committed_batches(checkpoint: str) -> list[int]:
+    """The batches Spark committed, ascending."""
+    return sorted(int(n) for n in storage.list_files(file(checkpoint, "commits")) if n.isdigit())
+
+
+def last_committed(checkpoint: str) -> int | None:
+    return max(committed_batches(checkpoint), default=None)
+
+
+def in_use(checkpoint: str) -> bool:
+    """Whether a query has started in ``checkpoint`` (it logged offsets or commits)."""
+    return any(storage.is_dir(file(checkpoint, log)) for log in ("commits", "offsets"))
+
+
+def holds_operator_state(checkpoint: str) -> bool:
+    """Whether a stateful operator (the operator path) wrote state here."""
+    return storage.is_dir(file(checkpoint, "state"))
+
+
+def end_offsets(checkpoint: str, batch: int) -> list[Any]:
+    """The sources' end offsets of ``batch`` (the offsets log: a version line, the batch's
+    metadata, then one offset per source, in the order the query lists its sources)."""
+    data = storage.read_bytes(file(checkpoint, "offsets", str(batch)))
+    lines = [] if data is None else data.decode("utf-8").splitlines()[2:]
+    return [None if line == "-" else json.loads(line) for line in lines]
+
+
+def read_json(checkpoint: str, parts: tuple[str, ...]) -> Any | None:
+    """The JSON document at ``parts`` (None when there is none); ``ValueError`` when it does
+    not parse."""
+    data = storage.read_bytes(file(checkpoint, *parts))
+    return None if data is None else json.loads(data)
+
+
+def write_json(checkpoint: str, parts: tuple[str, ...], document: Any) -> None:
+    storage.write_bytes(file(checkpoint, *parts),
+                        json.dumps(document, indent=1, sort_keys=True).encode())

@@ -1,0 +1,112 @@
+"""A batch-id-idempotent file writer for ``foreachBatch``, read like Spark's file sink.
+
+Spark calls a ``foreachBatch`` function at least once per micro-batch: a crash between the
+writes and the checkpoint's commit replays the batch. Writing its rows straight into the output
+would then duplicate them. So each micro-batch is written where readers do not look (a staging
+folder starting with ``_``), its files are moved beside the file sink's
+(``<path>/_output=<name>/<batch>-part-…``) and the batch is committed by one atomic file,
+``<path>/_spark_metadata/<batch>``, in the format of Spark's own file sink log. A batch whose
+log file exists is skipped when replayed; files of an interrupted attempt are in no log file.
+
+Because the log is Spark's, ``spark.read.parquet(path)`` (and so ``read_output``) reads only
+committed files, whichever sink wrote them; like Spark's sink, every ``compactInterval``-th log
+file (``spark.sql.streaming.fileSink.log.compactInterval``, 10) is a ``.compact`` file holding
+every file so far, the form Spark's reader expects.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pyarrow.fs as pafs
+from pyspark.sql import DataFrame
+
+from sparkcast.spark.layout import OUTPUT
+from sparkcast.spark.state import storage
+
+LOG = "_spark_metadata"
+STAGING = "_sparkcast_staging"
+_VERSION = b"v1"
+_BLOCK_SIZE = 32 * 1024 * 1024
+
+
+class CommitLog:
+    """The committed micro-batches of one output path."""
+
+    def __init__(self, path: str, compact_interval: int = 10) -> None:
+        self.path = path
+        self.compact_interval = compact_interval
+        self.log = storage.join(path, LOG)
+
+    def committed(self, batch: int) -> bool:
+        return any(storage.read_bytes(self._file(batch, compact)) is not None
+                   for compact in (False, True))
+
+    def write(self, batch: int, frame: DataFrame, format: str) -> bool:
+        """Write ``frame`` (partitioned by ``_output``) as micro-batch ``batch``, exactly once;
+        False when it was committed before."""
+        if self.committed(batch):
+            return False  # a replay of a batch that committed before the crash
+        staging = storage.join(self.path, STAGING, str(batch))
+        frame.write.format(format).partitionBy(OUTPUT).mode("overwrite").save(staging)
+        entries = self._publish(batch, staging)
+        compact = self._compacts(batch)
+        if compact:
+            entries = self._entries_since_compact(batch) + entries
+        storage.write_bytes(self._file(batch, compact),
+                            b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
+        storage.delete(staging)
+        return True
+
+    def _publish(self, batch: int, staging: str) -> list[dict[str, Any]]:
+        """Move the staged data files into the output; their log entries."""
+        fs, root = storage.resolve(staging)
+        _, target_root = storage.resolve(self.path)
+        entries = []
+        for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+            relative = info.path[len(root):].lstrip("/")
+            if info.type != pafs.FileType.File or _hidden(relative):
+                continue
+            folder, _, file_name = relative.rpartition("/")
+            target = f"{target_root}/{folder}/{batch}-{file_name}"
+            fs.create_dir(target.rpartition("/")[0], recursive=True)
+            fs.move(info.path, target)
+            moved = fs.get_file_info(target)
+            entries.append({"path": _qualified(self.path, f"{folder}/{batch}-{file_name}"),
+                            "size": moved.size, "isDir": False,
+                            "modificationTime": int(moved.mtime_ns // 1_000_000),
+                            "blockReplication": 1, "blockSize": _BLOCK_SIZE,
+                            "action": "add"})
+        return entries
+
+    def _compacts(self, batch: int) -> bool:
+        return (batch + 1) % self.compact_interval == 0
+
+    def _entries_since_compact(self, batch: int) -> list[dict[str, Any]]:
+        """The entries of every batch before ``batch`` (the last compact file and after it)."""
+        first = batch - self.compact_interval
+        entries: list[dict[str, Any]] = []
+        for earlier in range(max(first, 0), batch):
+            data = storage.read_bytes(self._file(earlier, earlier == first))
+            if data is None:
+                continue  # batches before the first sparkcast write, never committed here
+            entries.extend(json.loads(line) for line in data.split(b"\n")[1:] if line.strip())
+        return entries
+
+    def _file(self, batch: int, compact: bool) -> str:
+        return storage.join(self.log, f"{batch}.compact" if compact else str(batch))
+
+
+def _hidden(relative: str) -> bool:
+    return any(part.startswith(("_", ".")) and "=" not in part
+               for part in relative.split("/"))
+
+
+def _qualified(path: str, relative: str) -> str:
+    """The file's URI as Spark's file sink writes it in its log."""
+    if storage.is_uri(path):
+        return storage.join(path.partition("?")[0], relative)
+    return "file://" + os.path.abspath(path) + "/" + relative
+

@@ -1,0 +1,94 @@
+"""Broadcast state versioned by micro-batch id, in the checkpoint: the streamed path's state.
+
+On the streamed path (``execution/streamed.py``) the driver applies a micro-batch's broadcast
+elements once, to the state the previous micro-batches left, and writes the result as one
+snapshot file ``<checkpoint>/sparkcast/broadcast/<batch id>`` before any main row of the batch
+runs. Only
+batches with broadcast elements write one; the state a batch's main rows read is the latest
+snapshot up to its id. So a replayed batch (after a crash, Spark reruns it with the same
+input) starts from the same base, the snapshots of earlier batches, and writes the same file:
+the broadcast state is exactly-once without Spark's state store.
+
+A snapshot is one header line (the checkpoint's layout, the version chain) and one line per
+entry, each a ``blobs.store_value`` of ``[descriptor, key, value]`` (large values go to the blob
+store, so a model is stored once, not once per snapshot). Workers read a snapshot once per
+process and share the decoded, frozen tables between subtasks (``load``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from cachetools import LRUCache
+
+from sparkcast.core import codec
+from sparkcast.errors import StateSerializationError
+from sparkcast.spark.state import checkpoint_files, storage
+from sparkcast.spark.state.blobs import load_value, store_value
+
+# the current snapshot and the one before (tasks of two batches may overlap)
+_CACHE: LRUCache[str, Snapshot] = LRUCache(maxsize=2)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Broadcast state after some micro-batch: descriptor -> {key: frozen value}."""
+
+    layout: dict[str, Any]
+    version: str
+    tables: dict[str, dict[Any, Any]]
+
+
+EMPTY = Snapshot({}, "", {})
+
+
+def folder(checkpoint_location: str) -> str:
+    return checkpoint_files.file(checkpoint_location, *checkpoint_files.SNAPSHOTS)
+
+
+def batches(location: str) -> list[int]:
+    """The batch ids that have a snapshot under ``location``, ascending."""
+    return sorted(int(n) for n in storage.list_files(location) if n.isdigit())
+
+
+def name(location: str, batch: int) -> str:
+    return storage.join(location, str(batch))
+
+
+def write(location: str, batch: int, snapshot: Snapshot, blob_store: str) -> None:
+    """Write the snapshot of ``batch`` atomically (a replay writes the same content)."""
+    header = json.dumps({"layout": snapshot.layout, "version": snapshot.version,
+                         "batch": batch}, sort_keys=True).encode()
+    lines = [header]
+    for descriptor, table in snapshot.tables.items():
+        lines.extend(store_value([descriptor, key, value], blob_store)
+                     for key, value in table.items())
+    storage.write_bytes(name(location, batch), b"\n".join(lines))
+    _CACHE[name(location, batch)] = snapshot
+
+
+def delete(location: str, batch: int) -> None:
+    storage.delete(name(location, batch))
+
+
+def read(file: str, blob_store: str) -> Snapshot:
+    """The snapshot in ``file``, decoded and frozen, cached per process by file name."""
+    cached = _CACHE.get(file)
+    if cached is not None:
+        return cached
+    data = storage.read_bytes(file)
+    if data is None:
+        raise StateSerializationError(
+            f"the broadcast state snapshot {file} is missing: the checkpoint was changed or "
+            "partly deleted; restore it, or start a new checkpoint")
+    header, *entries = data.split(b"\n")
+    meta = json.loads(header)
+    tables: dict[str, dict[Any, Any]] = {}
+    for line in entries:
+        descriptor, key, value = load_value(line, blob_store)
+        tables.setdefault(descriptor, {})[codec.hashable(key)] = value
+    snapshot = _CACHE[file] = Snapshot(meta["layout"], meta["version"], tables)
+    return snapshot
+

@@ -1,0 +1,2 @@
+"""State tools over a job's checkpoint (Flink's State Processor API): ``read_state`` and
+``rescale``."""

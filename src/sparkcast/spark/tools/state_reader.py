@@ -1,0 +1,205 @@
+"""Read a job's state from its checkpoint: Flink's State Processor API, reading side.
+
+Spark 4's state data source (``spark.read.format("statestore")``) reads one
+transformWithState variable of one operator at a batch: for a MapState variable, rows of
+``key`` (the grouping key: ``_subtask``), ``user_map_key``, ``user_map_value`` and
+``partition_id`` (docs/state.md has what PySpark 4.3 gives). sparkcast keeps each subtask's
+state in three kinds of variables (``state/backend.py``): ``meta`` (timers, held elements, the
+broadcast version, the layout), ``b_<name>`` per broadcast descriptor and one ``keyed``. This
+module reads them back into one ``Seed`` per subtask (``core/seed.py``), the form rescale and
+bootstrap write, and decodes them with the codec: nothing read runs code.
+
+The checkpoint's layout record (``<checkpoint>/sparkcast/layout.json``, written by
+``write_stream``) says which grouping key is which subtask and which descriptors are broadcast
+or keyed, so only checkpoints written by ``write_stream`` on the operator path are readable here
+(by path or URI). A stateless plan's checkpoint holds no state; a streamed plan's keeps its
+broadcast state as snapshot files (``state/snapshots.py``), which these tools do not read yet.
+Values come to the driver (state of a job is read for inspection, rescale and export, not at
+stream speed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkcast.api.descriptors import StateDescriptor
+from sparkcast.core import codec
+from sparkcast.core.frozen import thaw
+from sparkcast.core.seed import Seed
+from sparkcast.core.typed import converter
+from sparkcast.errors import PipelineError
+from sparkcast.spark.plan import ExecutionPath
+from sparkcast.spark.state.backend import state_name
+from sparkcast.spark.state.blobs import blob_store_under, load_value
+from sparkcast.spark.state.compatibility import read_layout
+
+ALL_PARTS = ("meta", "keyed", "broadcast")
+TIMERS = "timers"
+HELD = "held"
+_SCHEMAS = {
+    "broadcast": "subtask int, key string, value string, version string",
+    "keyed": "subtask int, key string, value string",
+    TIMERS: "subtask int, domain string, timestamp long, key string",
+    HELD: "subtask int, value string, timestamp long, key string",
+}
+
+
+def checkpoint_layout(checkpoint: str) -> dict[str, Any]:
+    """The layout record ``write_stream`` keeps in a checkpoint of the operator path."""
+    layout = read_layout(checkpoint)
+    if layout is None:
+        raise PipelineError(f"{checkpoint} has no layout record (sparkcast/layout.json): state "
+                            "tools read checkpoints written by result.write_stream")
+    path = layout.get("path")
+    if path == ExecutionPath.STATELESS:
+        raise PipelineError(f"{checkpoint} is a stateless query's checkpoint: it holds no state")
+    if path == ExecutionPath.STREAMED:
+        raise PipelineError(f"{checkpoint} is a streamed-path checkpoint: its broadcast state is "
+                            "kept as snapshot files (sparkcast/broadcast/<batch>), which the "
+                            "state tools do not read yet")
+    return layout
+
+
+def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = None,
+                  blob_store: str | None = None, parts: Iterable[str] = ALL_PARTS
+                  ) -> tuple[dict[str, Any], dict[int, Seed]]:
+    """(layout, one ``Seed`` per subtask) as of ``batch_id`` (default: the last committed);
+    ``parts``: which of ``"meta"`` (timers, held elements, broadcast version), ``"keyed"`` and
+    ``"broadcast"`` to read (each is a Spark job)."""
+    layout = checkpoint_layout(checkpoint)
+    subtask_of = {group: i for i, group in enumerate(layout["subtask_groups"])}
+    seeds = {i: Seed() for i in range(layout["parallelism"])}
+    parts = set(parts)
+    meta = _rows(spark, checkpoint, "meta", batch_id) if "meta" in parts else []
+    for group, (name,), (blob,) in meta:
+        _meta(seeds[subtask_of[group]], name, codec.decode(bytes(blob)))
+    keyed = _rows(spark, checkpoint, "keyed", batch_id) if "keyed" in parts else []
+    for group, (name, _), (blob,) in keyed:
+        pairs = codec.decode(bytes(blob))
+        seeds[subtask_of[group]].keyed.setdefault(name, []).extend(
+            (codec.hashable(k), v) for k, v in pairs)
+    store = blob_store or blob_store_under(checkpoint)
+    for name in layout["broadcast_state"] if "broadcast" in parts else ():
+        rows: dict[int, list[Any]] = {}
+        for group, _, (blob,) in _rows(spark, checkpoint, state_name("b", name), batch_id):
+            rows.setdefault(subtask_of[group], []).extend(load_value(bytes(blob), store))
+        for subtask, entries in rows.items():
+            entries.sort(key=lambda entry: entry[1])  # insertion order, as the engine keeps it
+            seeds[subtask].broadcast[name] = [(codec.hashable(k), thaw(v)) for k, _, v in entries]
+    for seed in seeds.values():
+        for records in seed.keyed.values():
+            records.sort(key=lambda kv: codec.canonical(kv[0]))
+    return layout, seeds
+
+
+def _meta(seed: Seed, name: str, value: Any) -> None:
+    if name == "broadcast_version":
+        seed.broadcast_version = value
+    elif name == "held":
+        seed.held = [list(h) for h in value]
+    elif name.startswith("timers."):
+        seed.timers[name.removeprefix("timers.")] = [list(t) for t in value]
+
+
+def _rows(spark: SparkSession, checkpoint: str, variable: str, batch_id: int | None
+          ) -> list[tuple[int, tuple, tuple]]:
+    reader = spark.read.format("statestore").option("stateVarName", variable)
+    if batch_id is not None:
+        reader = reader.option("batchId", batch_id)
+    frame = reader.load(checkpoint)  # the operator declares every variable in init
+    return [(row.key[0], tuple(row.user_map_key), tuple(row.user_map_value))
+            for row in frame.select("key", "user_map_key", "user_map_value").collect()]
+
+
+def read_state(spark: SparkSession, checkpoint: str, descriptor: StateDescriptor | str,
+               batch_id: int | None = None, blob_store: str | None = None) -> DataFrame:
+    """A job's state as a DataFrame, read from its checkpoint (the State Processor API's read):
+
+    * a broadcast descriptor: ``subtask, key, value, version`` (every subtask's copy);
+    * a keyed descriptor: ``subtask, key, value`` (a value; a list for list state, a dict for
+      map state, the accumulator for aggregating state; TTL expiry left out);
+    * ``"timers"``: ``subtask, domain, timestamp, key``; ``"held"``: ``subtask, value,
+      timestamp, key``.
+
+    Keys and values are the state codec's JSON text: plain JSON for JSON values, tagged objects
+    for tuples, bytes, dataclasses and the like; ``state_value(text, descriptor)`` gives the
+    Python value back, typed as the descriptor declares. ``batch_id``: the state as of that
+    batch (default: the last committed one)."""
+    layout = checkpoint_layout(checkpoint)
+    name = descriptor if isinstance(descriptor, str) else descriptor.name
+    broadcast = name in layout["broadcast_state"]
+    parts = ("meta",) if name in (TIMERS, HELD) else ("meta", "broadcast") if broadcast else (
+        "keyed",)
+    layout, seeds = read_subtasks(spark, checkpoint, batch_id, blob_store, parts)
+    if name in (TIMERS, HELD):
+        return spark.createDataFrame(_meta_rows(seeds, name), _SCHEMAS[name])
+    if broadcast:
+        entries = [(subtask, _text(k), _text(v), seed.broadcast_version)
+                   for subtask, seed in sorted(seeds.items())
+                   for k, v in seed.broadcast.get(name, [])]
+        return spark.createDataFrame(entries, _SCHEMAS["broadcast"])
+    if name in layout["keyed_state"] or any(name in s.keyed for s in seeds.values()):
+        unwrap = _unwrapper(layout["keyed_state"].get(name, ""))
+        rows = [(subtask, _text(k), _text(unwrap(v)))
+                for subtask, seed in sorted(seeds.items()) for k, v in seed.keyed.get(name, [])]
+        return spark.createDataFrame(rows, _SCHEMAS["keyed"])
+    raise PipelineError(f"{checkpoint} has no state {name!r}; broadcast states "
+                        f"{sorted(layout['broadcast_state'])}, keyed states "
+                        f"{sorted(layout['keyed_state'])}, or 'timers' / 'held'")
+
+
+def _meta_rows(seeds: dict[int, Seed], name: str) -> list[tuple[Any, ...]]:
+    if name == TIMERS:
+        return [(subtask, domain, ts, _text(key)) for subtask, seed in sorted(seeds.items())
+                for domain, entries in sorted(seed.timers.items()) for ts, key in entries]
+    return [(subtask, _text(h[0]), h[1], _text(h[2]) if len(h) > 2 else None)
+            for subtask, seed in sorted(seeds.items()) for h in seed.held]
+
+
+def _unwrapper(record: Any) -> Any:
+    """Stored records of a TTL descriptor hold ``[value, expires_at]`` (per entry for map and
+    list state): give the values only. ``record`` is the layout's entry for the descriptor
+    (``compatibility.descriptor_record``; a string in checkpoints of earlier versions)."""
+    if isinstance(record, dict):
+        kind, ttl = record.get("kind"), bool(record.get("ttl"))
+    else:
+        text = str(record)
+        kind, ttl = text.split("<", 1)[0], text.endswith(" with TTL")
+    if not ttl:
+        return lambda value: value
+    if kind == "map":
+        return lambda value: {k: v[0] for k, v in value.items()}
+    if kind == "list":
+        return lambda value: [v[0] for v in value]
+    return lambda value: value[0]
+
+
+def _text(value: Any) -> str:
+    return codec.encode(value).decode("utf-8")
+
+
+def state_value(text: str, descriptor: StateDescriptor | None = None, *, key: bool = False,
+                broadcast: bool = False) -> Any:
+    """A key or value of ``read_state``'s JSON text as Python, typed by ``descriptor`` (a
+    dataclass, enum or NamedTuple it declares is rebuilt); ``key=True`` for a key column,
+    ``broadcast=True`` for one value of a broadcast descriptor."""
+    value = codec.decode(text)
+    if key:
+        return codec.hashable(value)
+    if descriptor is None:
+        return value
+    if broadcast:
+        convert = converter(getattr(descriptor, "value_type_info", None))
+        return value if convert is None else convert(value)
+    if descriptor.kind == "map":
+        keys = converter(getattr(descriptor, "key_type_info", None))
+        values = converter(getattr(descriptor, "value_type_info", None))
+        return {(k if keys is None else keys(k)): (v if values is None else values(v))
+                for k, v in value.items()}
+    each = converter(getattr(descriptor, "type_info", None))
+    if each is None:
+        return value
+    return [each(v) for v in value] if descriptor.kind == "list" else each(value)

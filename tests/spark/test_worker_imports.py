@@ -1,0 +1,96 @@
+"""A Python worker that unpickles what a path ships imports only that path's modules.
+
+Each path's shipped object (the operator's processor, the stateless runner, the streamed
+path's runner bound to a snapshot) is pickled as Spark pickles it, then unpickled in a fresh
+interpreter, which lists the sparkcast modules it imported. The driver's rooms (launch,
+observe, planning, outputs, tools, the stream classes) and the other paths never load there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pyspark.serializers import CloudPickleSerializer
+
+from sparkcast.spark import Stream
+from sparkcast.spark.execution.streamed import streamed_runner
+from sparkcast.spark.outputs.operators import operator_processor, stateless_runner
+from tests.spark.worker_function import RULES, Count, Enrich
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER_ONLY = ("sparkcast.spark.launch", "sparkcast.spark.observe", "sparkcast.spark.planning",
+               "sparkcast.spark.outputs", "sparkcast.spark.tools", "sparkcast.spark.datastream",
+               "sparkcast.spark.environment", "sparkcast.monitoring", "sparkcast.apps",
+               "sparkcast.cli", "sparkcast.testing")
+COMMON = {"sparkcast.spark", "sparkcast.spark.execution", "sparkcast.spark.execution.encoding",
+          "sparkcast.spark.execution.engines", "sparkcast.spark.execution.metrics_rows",
+          "sparkcast.spark.execution.payloads", "sparkcast.spark.execution.values",
+          "sparkcast.spark.layout", "sparkcast.spark.plan"}
+STATE = {"sparkcast.spark.state", "sparkcast.spark.state.backend", "sparkcast.spark.state.blobs",
+         "sparkcast.spark.state.checkpoint_files", "sparkcast.spark.state.compatibility",
+         "sparkcast.spark.state.storage"}
+UNPICKLE = ("import json, pickle, sys\n"
+            "pickle.loads(open(sys.argv[1], 'rb').read())\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('sparkcast'))))\n")
+
+
+def _imported_by_a_worker(shipped: object, tmp_path: Path) -> set[str]:
+    blob = tmp_path / "shipped.pickle"
+    blob.write_bytes(CloudPickleSerializer().dumps(shipped))
+    done = subprocess.run([sys.executable, "-c", UNPICKLE, str(blob)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(done.stdout))
+
+
+def _spark_modules(modules: set[str]) -> set[str]:
+    return {m for m in modules if m.startswith("sparkcast.spark")}
+
+
+def _frames(spark):
+    events = spark.createDataFrame([("a", 1)], "k string, n long")
+    rules = spark.createDataFrame([("a", 5)], "name string, limit long")
+    return events, rules
+
+
+def test_the_operator_paths_worker_imports_the_processor_and_state_alone(spark, tmp_path):
+    events, rules = _frames(spark)
+    result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
+              .process(Count(), "k string, seen long"))
+    assert result.plan.path == "operator"
+    modules = _imported_by_a_worker(operator_processor(result.plan), tmp_path)
+    assert _spark_modules(modules) == COMMON | STATE | {
+        "sparkcast.spark.execution.processor", "sparkcast.spark.execution.dead_letters",
+        "sparkcast.spark.execution.packing"}
+    assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
+
+
+def test_the_stateless_paths_worker_imports_the_runner_alone(spark, tmp_path):
+    events, rules = _frames(spark)
+    result = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
+        Enrich(), "k string, limit long")
+    assert result.plan.path == "stateless"
+    modules = _imported_by_a_worker(stateless_runner(result.plan), tmp_path)
+    assert _spark_modules(modules) == COMMON | {"sparkcast.spark.execution.stateless"}
+    assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
+
+
+def test_the_streamed_paths_worker_imports_the_runner_and_snapshots(spark, tmp_path):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "rules").mkdir()
+    events = spark.readStream.schema("k string, n long").json(str(tmp_path / "events"))
+    rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
+    result = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
+        Enrich(), "k string, limit long")
+    assert result.plan.path == "streamed"
+    modules = _imported_by_a_worker(streamed_runner(result.plan, None), tmp_path)
+    assert _spark_modules(modules) == COMMON | STATE | {
+        "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.state.snapshots"}
+    assert "sparkcast.spark.execution.processor" not in modules
+    assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
