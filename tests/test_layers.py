@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sparkcast.spark",),  # the package: its public names, loaded lazily
     ("sparkcast",),  # the root package: the API, and ``Stream`` lazily
     ("sparkcast.apps",),
-    ("sparkcast.cli", "sparkcast.state_cli", "sparkcast.view"),
+    ("sparkcast.cli",),
 ]
 
 

@@ -8,7 +8,7 @@ import pytest
 from sparkcast.apps import get_app, models
 from sparkcast.apps.fraud import INVALID_RULES, RULES, TRANSACTION_FIELDS
 from sparkcast.apps.model_serving import REJECTED, model_rows, train
-from sparkcast.apps.rules_lang import RuleError, compile_rule
+from sparkcast.apps.rules import RuleError, compile_rule
 
 from .conftest import harness_for
 from .test_fraud import rule, tx

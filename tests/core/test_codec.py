@@ -4,7 +4,10 @@ import datetime
 import decimal
 import json
 import math
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -123,6 +126,14 @@ def test_fingerprint_is_stable_across_processes():
     assert codec.fingerprint({"b": 1, "a": [1, "x"]}) == codec.fingerprint({"a": [1, "x"], "b": 1})
     assert len(codec.fingerprint("x")) == 24
     assert codec.canonical({"b": 1, "a": (2,)}) == b'{"a":{"$t":[2]},"b":1}'
+    # and the same in processes whose string hashes, so their sets' orders, differ
+    value = {"b": 1, "a": [1, "x"], "s": {"p", "q", "r", "s", "t"}}
+    code = f"from sparkcast.core import codec; print(codec.fingerprint({value!r}))"
+    printed = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              check=True, timeout=60,
+                              env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
+               for seed in ("1", "2", "3")}
+    assert printed == {codec.fingerprint(value)}
 
 
 def test_set_encoding_is_order_independent():

@@ -4,7 +4,12 @@ Bucketing hashes (flag, user) with SHA-256, not Python's ``hash``, which is salt
 every subtask and every restart must put a user in the same bucket.
 """
 
+import ast
 import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +17,7 @@ from sparkcast import BroadcastProcessFunction, MapStateDescriptor
 from sparkcast.testing import BroadcastHarness
 
 FLAGS = MapStateDescriptor("flags", str, dict)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bucket(flag, user_id):
@@ -58,7 +64,15 @@ def test_percentage_is_respected():
 def test_bucketing_is_deterministic_across_subtasks_and_restarts():
     first = evaluate([rollout(30)], users(500), parallelism=4, subtask_index=0)
     second = evaluate([rollout(30)], users(500), parallelism=4, subtask_index=3)
-    assert first == second
+    assert first == second and 100 < len(first) < 200
+    # a restart is a new process, whose string hashes are salted differently
+    code = ("from tests.examples.test_feature_flags import evaluate, rollout, users; "
+            "print(sorted(evaluate([rollout(30)], users(500))))")
+    for seed in ("1", "2"):
+        run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, check=True, timeout=60,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert ast.literal_eval(run.stdout) == sorted(first), seed
 
 
 def test_raising_the_percentage_only_adds_users():

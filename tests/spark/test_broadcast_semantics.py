@@ -17,6 +17,7 @@ pytestmark = pytest.mark.spark
 RULES = MapStateDescriptor("rules", str, dict)
 OUTPUT = "op string, id long, batch long, version long, fp string, subtask int"
 KEYS = 16
+PARALLELISM = 4  # the 16 keys hash to all four subtasks
 
 
 class Versioned(KeyedBroadcastProcessFunction):
@@ -64,9 +65,9 @@ def outputs(spark, tmp_path_factory):
     rules = read_stream(spark, "name string, version long", base / "rules")
     static = spark.createDataFrame([("r", 7)], "name string, version long")
     streamed = Stream(events()).key_by("k").connect(Stream(rules).broadcast(RULES)).process(
-        Versioned("stream"), OUTPUT, parallelism=4)
+        Versioned("stream"), OUTPUT, parallelism=PARALLELISM)
     static_rules = Stream(events()).key_by("k").connect(Stream(static).broadcast(RULES)).process(
-        Versioned("static"), OUTPUT, parallelism=4)
+        Versioned("static"), OUTPUT, parallelism=PARALLELISM)
     frame = streamed.main.unionByName(static_rules.main)
     query = (frame.writeStream.format("memory").queryName("semantics").outputMode("append")
              .option("checkpointLocation", str(base / "checkpoint"))
@@ -91,7 +92,7 @@ def test_every_subtask_holds_the_same_broadcast_state(outputs):
     streamed = [r for r in outputs if r["op"] == "stream"]
     for batch in range(BATCHES):
         rows = [r for r in streamed if r["batch"] == batch]
-        assert len({r["subtask"] for r in rows}) >= 3, "the keys should spread over subtasks"
+        assert {r["subtask"] for r in rows} == set(range(PARALLELISM))
         assert {r["fp"] for r in rows} == {fingerprint(_expected_state(batch))}
 
 
@@ -100,4 +101,5 @@ def test_a_static_broadcast_dataframe_reaches_every_subtask(outputs):
     assert len(static) == BATCHES * KEYS
     assert {r["version"] for r in static} == {7}
     assert {r["fp"] for r in static} == {fingerprint({"r": {"version": 7}})}
-    assert len({r["subtask"] for r in static}) >= 3
+    for batch in range(BATCHES):
+        assert {r["subtask"] for r in static if r["batch"] == batch} == set(range(PARALLELISM))

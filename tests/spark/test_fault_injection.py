@@ -4,11 +4,13 @@ twice, the same values and the same dead letters.
 
 The pipeline (``fault_pipeline.py``) runs in its own process group, so SIGKILL takes the driver,
 its JVM and its Python workers at once, as a crash of the machine would. The moments are read
-from the checkpoint: a micro-batch whose offsets are logged but not committed is in flight; a
-micro-batch whose files the sink has committed (``_spark_metadata``) but the checkpoint has not
-is between the two commits. Both runtime paths that keep state across micro-batches run it: the
-stateful operator (Spark's file sink) and the streamed-broadcast path (``foreachBatch`` with its
-own commits in the same ``_spark_metadata`` log).
+from the checkpoint: a micro-batch whose offsets are logged but that neither the sink
+(``_spark_metadata``) nor the checkpoint (``commits``) has committed is in flight; one that the
+sink has committed but the checkpoint has not is between the two commits. Each kill is checked
+where it landed: once the process is dead its checkpoint cannot move, so the test fails unless
+it still shows the moment the kill is named for. Both runtime paths that keep state across
+micro-batches run it: the stateful operator (Spark's file sink) and the streamed-broadcast path
+(``foreachBatch`` with its own commits in the same ``_spark_metadata`` log).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,8 +30,6 @@ import pytest
 from sparkcast.spark import read_output
 from tests.spark import fault_pipeline as pipeline
 from tests.spark.differential import write_batch_file
-
-pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,13 +41,36 @@ def _logged(directory: Path) -> set[int]:
 
 
 def _in_flight(base: Path, batch: int) -> bool:
-    return batch in _logged(base / "checkpoint" / "offsets") and batch not in _logged(
-        base / "checkpoint" / "commits")
+    """Planned (its offsets are logged), written by neither the sink nor the checkpoint."""
+    return (batch in _logged(base / "checkpoint" / "offsets")
+            and batch not in _logged(base / "out" / "_spark_metadata")
+            and batch not in _logged(base / "checkpoint" / "commits"))
 
 
 def _between_commits(base: Path, batch: int) -> bool:
     return batch in _logged(base / "out" / "_spark_metadata") and batch not in _logged(
         base / "checkpoint" / "commits")
+
+
+@dataclass(frozen=True)
+class Moment:
+    """Where in a micro-batch's life a kill lands: ``holds`` reads it from the checkpoint and
+    the sink's log; the kill is sent ``delay`` seconds after it first holds."""
+
+    name: str
+    holds: Callable[[Path], bool]
+    delay: float = 0.0
+
+
+# each run first replays the batch the previous one was killed in; the window between the two
+# commits lasts some 40-80 ms here, so the moments are polled every 2 ms
+MOMENTS = (
+    Moment("batch 0 in flight, 1 s after it was planned", lambda b: _in_flight(b, 0), 1.0),
+    Moment("batch 1 in flight, as soon as it is planned", lambda b: _in_flight(b, 1)),
+    Moment("batch 2 committed by the sink, not yet by the checkpoint",
+           lambda b: _between_commits(b, 2)),
+)
+LANDED = "landed at the moment"
 
 
 def _start(base: Path, log: Path, path: str) -> subprocess.Popen:
@@ -54,21 +79,30 @@ def _start(base: Path, log: Path, path: str) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _kill_when(process: subprocess.Popen, moment, delay: float, timeout: float = 90) -> str:
-    """SIGKILL the process group once ``moment()`` holds (then after ``delay`` seconds)."""
+def _kill_when(process: subprocess.Popen, base: Path, moment: Moment,
+               timeout: float = 90) -> str:
+    """SIGKILL the process group once ``moment`` holds (then after its delay), and say where the
+    kill landed: ``LANDED`` only if the moment still holds once the process is dead (the
+    checkpoint cannot move any more, so it shows the moment the kill hit)."""
     deadline = time.monotonic() + timeout
-    while not moment():
+    while not moment.holds(base):
         if process.poll() is not None:
-            return "finished before the moment"
+            return "the run finished before the moment came"
         if time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    time.sleep(delay)
+            _kill(process)
+            return f"the moment did not come within {timeout:.0f} s"
+        time.sleep(0.002)
+    time.sleep(moment.delay)
+    _kill(process)
+    return LANDED if moment.holds(base) else "the moment had passed when the kill landed"
+
+
+def _kill(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    return "killed"
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("path", pipeline.PATHS)
 def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_path, path):
     for index in range(pipeline.EVENT_FILES):
@@ -76,21 +110,17 @@ def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_p
     for index in range(pipeline.RULE_FILES):
         write_batch_file(tmp_path / "rules", index, pipeline.rules(index))
     log = tmp_path / "runs.log"
-    kills = [  # each run first replays the batch the previous one was killed in
-        (lambda: _in_flight(tmp_path, 0), 1.0),  # batch 0 while its tasks run
-        (lambda: _in_flight(tmp_path, 1), 0.0),  # as soon as batch 1 is planned
-        (lambda: _between_commits(tmp_path, 2) or 3 in _logged(tmp_path / "checkpoint"
-                                                               / "offsets"), 0.0),
-    ]
-    outcomes = []
-    for moment, delay in kills:
+    where = {}
+    for moment in MOMENTS:
         process = _start(tmp_path, log, path)
         try:
-            outcomes.append(_kill_when(process, moment, delay))
+            where[moment.name] = _kill_when(process, tmp_path, moment)
         finally:
             if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-    assert outcomes == ["killed"] * 3, log.read_text()[-3000:]
+                _kill(process)
+    missed = {name: outcome for name, outcome in where.items() if outcome != LANDED}
+    assert not missed, "".join(f"\n{name}: {outcome}" for name, outcome in missed.items()) + (
+        "\n" + log.read_text()[-3000:])
     last = _start(tmp_path, log, path)
     assert last.wait(timeout=480) == 0, log.read_text()[-3000:]
     assert _logged(tmp_path / "checkpoint" / "commits") >= set(range(pipeline.EVENT_FILES))
@@ -103,3 +133,20 @@ def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_p
     dead = Counter((r.callback, r.error) for r in read_output(spark, out, "dead_letters").collect())
     assert dead == letters
     assert dead[("process_broadcast_element", "ValueError: negative limit -1")] == 1
+
+
+@pytest.mark.parametrize("script, outcome", [
+    ("touch flag; sleep 30", LANDED),
+    ("touch flag; sleep 0.2; rm flag; sleep 30", "the moment had passed when the kill landed"),
+    ("sleep 0.2", "the run finished before the moment came"),
+    ("sleep 30", "the moment did not come within 1 s"),
+])
+def test_a_kill_is_reported_where_it_landed(tmp_path, script, outcome):
+    """Guards the test above (no Spark): a kill counts only if its moment still held."""
+    process = subprocess.Popen(["sh", "-c", script], cwd=tmp_path, start_new_session=True)
+    flagged = Moment("the flag is up", lambda base: (base / "flag").exists(), delay=1.0)
+    try:
+        assert _kill_when(process, tmp_path, flagged, timeout=1) == outcome
+    finally:
+        if process.poll() is None:
+            _kill(process)

@@ -3,7 +3,7 @@
 Rules arrive on the broadcast stream as ``{"op": "upsert", "rule_id": "big-foreign",
 "condition": "amount > 5000 AND ip_country != card_country", "action": "BLOCK"}`` (or
 ``{"op": "delete", "rule_id": ...}``). Each subtask parses a rule once (the language is in
-:mod:`sparkcast.apps.rules_lang`; nothing is ever passed to ``eval``), then every micro-batch of
+:mod:`sparkcast.apps.rules`; nothing is ever passed to ``eval``), then every micro-batch of
 transactions is decided with pandas, rule by rule, in a few vectorized steps.
 
 Decision per transaction: a matching ALLOW rule wins (allow-lists), then BLOCK, then REVIEW;
@@ -27,7 +27,7 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.apps.base import BROADCAST, EVENTS, App, Drop, next_version
-from sparkcast.apps.rules_lang import CompiledRule, Kind, RuleError, compile_rule
+from sparkcast.apps.rules import CompiledRule, Kind, RuleError, compile_rule
 
 RULES = MapStateDescriptor("fraud_rules", str, dict)
 RULESET = MapStateDescriptor("fraud_ruleset", str, int)

@@ -1,23 +1,37 @@
-"""The syntax of the fraud rule language: a hand-written lexer and recursive-descent parser.
+"""Rule text to a typed tree: a hand-written lexer and recursive-descent parser.
 
 Rules come from a stream, so they are data, never code: this module only turns text into a typed
-tree (:func:`parse`), with errors that name the column. :mod:`sparkcast.apps.rules_lang` checks
-and compiles the tree. The grammar is in that module's docstring.
+tree (:func:`parse`), with errors that name the column; :mod:`sparkcast.apps.rules.compiler`
+type-checks and compiles the tree.
+
+Grammar (keywords are case-insensitive; one :class:`Parser` method per rule)::
+
+    rule       := or_expr EOF
+    or_expr    := and_expr ("OR" and_expr)*
+    and_expr   := not_expr ("AND" not_expr)*
+    not_expr   := "NOT" not_expr | comparison
+    comparison := sum [ ("=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=") sum
+                      | ["NOT"] "IN" "(" literal ("," literal)* ")"
+                      | ["NOT"] "BETWEEN" sum "AND" sum ]
+    sum        := product (("+" | "-") product)*
+    product    := unary (("*" | "/" | "%") unary)*
+    unary      := "-" unary | primary
+    primary    := NUMBER | STRING | "TRUE" | "FALSE" | FIELD | FUNC "(" sum ")" | "(" or_expr ")"
+    FUNC       := "ABS" | "LOWER" | "UPPER"
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sparkcast.errors import SparkcastError
 
-Kind = Literal["num", "str", "bool"]
-
 
 class RuleError(SparkcastError, ValueError):
-    """A rule that does not parse or does not type-check; ``position`` is a 0-based offset."""
+    """A rule that does not parse or does not type-check (the compiler raises it too);
+    ``position`` is a 0-based offset."""
 
     def __init__(self, message: str, text: str, position: int | None = None) -> None:
         self.message = message

@@ -1,9 +1,11 @@
-"""The fraud rule language: parsing, type checking, errors with positions, vectorized meaning."""
+"""The fraud rule language (apps/rules/): parsing, type checking, errors with positions,
+vectorized meaning."""
 
 import pandas as pd
 import pytest
 
-from sparkcast.apps.rules_lang import Binary, Field, In, Literal_, RuleError, compile_rule, parse
+from sparkcast.apps.rules import RuleError, compile_rule, parse
+from sparkcast.apps.rules.parser import Binary, Field, In, Literal_
 
 FIELDS = {"amount": "num", "hour": "num", "ip_country": "str", "card_country": "str",
           "merchant": "str"}

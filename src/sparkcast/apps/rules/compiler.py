@@ -1,45 +1,29 @@
-"""A small rule language for fraud rules: parsed by hand, compiled to vectorized pandas.
+"""A rule's tree to a vectorized pandas evaluator: type checking, then compilation.
 
-Rules come from a stream, so they are data, never code: a hand-written lexer and
-recursive-descent parser build a typed tree, which is checked against the known fields and
-compiled into a closure over pandas Series. Nothing here calls ``eval``, ``exec`` or
-``compile``.
-
-Grammar (keywords are case-insensitive)::
-
-    rule       := or_expr EOF
-    or_expr    := and_expr ("OR" and_expr)*
-    and_expr   := not_expr ("AND" not_expr)*
-    not_expr   := "NOT" not_expr | comparison
-    comparison := sum [ ("=" | "==" | "!=" | "<>" | "<" | "<=" | ">" | ">=") sum
-                      | ["NOT"] "IN" "(" literal ("," literal)* ")"
-                      | ["NOT"] "BETWEEN" sum "AND" sum ]
-    sum        := product (("+" | "-") product)*
-    product    := unary (("*" | "/" | "%") unary)*
-    unary      := "-" unary | primary
-    primary    := NUMBER | STRING | "TRUE" | "FALSE" | FIELD | FUNC "(" sum ")" | "(" or_expr ")"
-    FUNC       := "ABS" | "LOWER" | "UPPER"
+The tree from :mod:`sparkcast.apps.rules.parser` is checked against the known fields (each a
+:data:`Kind`) and compiled into a closure over pandas Series that evaluates a whole micro-batch
+at once. Nothing here calls ``eval``, ``exec`` or ``compile``.
 
 >>> rule = compile_rule("amount > 5000 AND ip_country != card_country", FIELDS)
 >>> rule.evaluate(frame)          # a boolean pandas Series, one value per row
 """
+
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from sparkcast.apps.rules_syntax import (
+from sparkcast.apps.rules.parser import (
     COMPARISONS,
     Binary,
     Call,
     Field,
     In,
-    Kind,
     Literal_,
     Node,
     RuleError,
@@ -47,8 +31,8 @@ from sparkcast.apps.rules_syntax import (
     parse,
 )
 
-__all__ = ["Binary", "CompiledRule", "Field", "In", "Kind", "Literal_", "RuleError", "compile_rule",
-           "parse"]
+#: what a field or an expression holds: a number, a string or a condition
+Kind = Literal["num", "str", "bool"]
 
 
 # ----------------------------------------------------------------------------- type checking

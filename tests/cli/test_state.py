@@ -1,11 +1,11 @@
-"""``sparkcast state``: the parser and the summary it prints (the Spark side runs in
+"""``sparkcast state`` (cli/state.py): the parser and the summary it prints (the Spark side runs in
 tests/spark/test_state_tools.py)."""
 
 from __future__ import annotations
 
 from sparkcast.cli import build_parser
+from sparkcast.cli.state import summary_lines
 from sparkcast.core.seed import Seed
-from sparkcast.state_cli import summary_lines
 
 SEEDS = {
     0: Seed(broadcast={"rules": [("r1", {"x": 1}), ("r2", {"x": 2})]},

@@ -1,4 +1,4 @@
-"""The ``sparkcast`` command: run the applications of :mod:`sparkcast.apps`.
+"""``sparkcast demo``, ``generate``, ``run`` and ``list``: the applications (sparkcast.apps).
 
 ::
 
@@ -7,10 +7,6 @@
     sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
                   [--master URL] [--archive ENV.tar.gz] [--conf KEY=VALUE ...]
     sparkcast list                         the applications
-    sparkcast state show CHECKPOINT [--key K]          a job's state (state_cli.py)
-    sparkcast state rescale CHECKPOINT NEW --parallelism P [--state-buckets B]
-    sparkcast view [--url URL | --output DIR]   the live view of any sparkcast query
-    sparkcast report (--url URL | --output DIR) --html FILE   a run's pictures, one HTML file
 """
 
 from __future__ import annotations
@@ -18,23 +14,17 @@ from __future__ import annotations
 import argparse
 import io
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from sparkcast import state_cli
 from sparkcast.apps import APP_NAMES, FLAGSHIP, get_app
-from sparkcast.view import VIEW_COMMANDS, add_view_commands, run_view_command
 
+COMMANDS = ("demo", "generate", "run", "list")
 EPILOG = "applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP})"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sparkcast", epilog=EPILOG,
-        description="Flink's Broadcast State Pattern on Spark Structured Streaming: "
-                    "run the example applications.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def add_commands(commands: Any) -> None:
+    """The application commands, under the main parser's ``commands``."""
     demo = commands.add_parser(
         "demo", help="run an application on generated data that arrives over time",
         description="Generate an application's data into a temporary folder while its query "
@@ -94,9 +84,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("list", help="list the applications",
                         description="List the applications and what they do.")
-    state_cli.add_commands(commands)
-    add_view_commands(commands)
-    return parser
 
 
 def _run_options(parser: argparse.ArgumentParser) -> None:
@@ -113,18 +100,13 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
                         help="switch the Spark UI on (http://localhost:4040)")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     if args.command == "list":
         for name in APP_NAMES:
             print(f"{name:<11} {get_app(name).title}")
         return 0
     if args.command == "generate":
         return _generate(args)
-    if args.command == "state":
-        return state_cli.run(args)
-    if args.command in VIEW_COMMANDS:
-        return run_view_command(args)
     from sparkcast.apps.runner import RunSettings
 
     settings = RunSettings(parallelism=args.parallelism,
@@ -217,7 +199,3 @@ class _Quiet(io.StringIO):
 
     def isatty(self) -> bool:
         return False
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,6 +15,8 @@ from typing import Any
 from sparkcast.core import codec
 from sparkcast.core.seed import Seed
 
+COMMANDS = ("state",)
+
 
 def add_commands(commands: Any) -> None:
     """The ``state`` command and its subcommands, under the main parser's ``commands``."""

@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-VIEW_COMMANDS = ("view", "report")
+COMMANDS = ("view", "report")
 
 
-def add_view_commands(commands: Any) -> None:
+def add_commands(commands: Any) -> None:
+    """The ``view`` and ``report`` commands, under the main parser's ``commands``."""
     view = commands.add_parser(
         "view", help="the live view of any sparkcast query (endpoint or output folder)",
         description="Show progress, rates, batch latency, outputs, dead letters and the "
@@ -47,7 +48,7 @@ def _source(parser: argparse.ArgumentParser) -> None:
                        help="a write_stream output folder (reads its progress log)")
 
 
-def run_view_command(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     from sparkcast.errors import PipelineError
     from sparkcast.monitoring.outputs import OutputFolder
     from sparkcast.monitoring.store import Monitor
