@@ -16,7 +16,12 @@ from sparkcast import (
     Types,
     ValueStateDescriptor,
 )
-from sparkcast.errors import KeyedStateError, StateSerializationError, StateTypeError
+from sparkcast.errors import (
+    KeyedStateError,
+    MissingKeyError,
+    StateSerializationError,
+    StateTypeError,
+)
 
 VALUE = ValueStateDescriptor("value", Types.INT())
 ANY_VALUE = ValueStateDescriptor("any_value")
@@ -215,9 +220,10 @@ def test_map_state_python_syntax(h):
 
 
 def test_map_state_getitem_of_a_missing_key_raises_key_error(h):
-    with pytest.raises(Exception) as info:
+    # a sparkcast error, so raised as itself with on_error="fail" (not wrapped): a KeyError
+    with pytest.raises(KeyError) as info:
         run(h, "a", lambda s: s.map["missing"])
-    assert isinstance(info.value.__cause__, KeyError)
+    assert isinstance(info.value, MissingKeyError)
 
 
 def test_map_clear_is_per_key(h):

@@ -25,6 +25,7 @@ from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState, State
 from sparkcast.api.timers import TimeDomain, TimerService
+from sparkcast.errors import UndefinedMethodError
 
 if TYPE_CHECKING:
     from sparkcast.api.runtime_context import RuntimeContext
@@ -81,13 +82,13 @@ class BaseBroadcastProcessFunction(Function):
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         """Called for each main-side element, unless the function defines ``process_batch``."""
-        raise NotImplementedError(
+        raise UndefinedMethodError(
             f"{type(self).__name__} must define process_element (or process_batch)"
         )
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         """Called for each broadcast element, on every subtask, in the same order everywhere."""
-        raise NotImplementedError(f"{type(self).__name__} must define process_broadcast_element")
+        raise UndefinedMethodError(f"{type(self).__name__} must define process_broadcast_element")
 
 
 class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
 
+from sparkcast.errors import UndefinedMethodError
+
 IN = TypeVar("IN")
 ACC = TypeVar("ACC")
 OUT = TypeVar("OUT")
@@ -30,4 +32,4 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
     def get_result(self, accumulator: ACC) -> OUT: ...
 
     def merge(self, acc_a: ACC, acc_b: ACC) -> ACC:
-        raise NotImplementedError("merge is not needed by keyed aggregating state")
+        raise UndefinedMethodError("merge is not needed by keyed aggregating state")

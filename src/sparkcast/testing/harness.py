@@ -32,7 +32,7 @@ from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
 from sparkcast.core.seed import apply_seed, initial_seed
-from sparkcast.errors import PipelineError
+from sparkcast.errors import HarnessError, PipelineError
 
 
 class KeySelector(Protocol):
@@ -202,7 +202,7 @@ class BroadcastHarness:
 
     def _ensure_open(self) -> None:
         if not self._opened:
-            raise RuntimeError("call open() on the harness first (as with Flink's harnesses)")
+            raise HarnessError("call open() on the harness first (as with Flink's harnesses)")
 
     def _advance(self, main: int | None = None, broadcast: int | None = None) -> None:
         self._ensure_open()
