@@ -1,6 +1,6 @@
 """State descriptors: name a piece of state and its types, as in PyFlink.
 
-The declared types are checked here (``api/typeinfo.py``): typed values (dataclasses, enums,
+The declared types are checked here (``api/declared_types.py``): typed values (dataclasses, enums,
 NamedTuples) are rebuilt from them when state is read back, so a type the codec cannot store,
 or a string where a type belongs, fails when the descriptor is made.
 
@@ -14,9 +14,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
+from sparkcast.api.aggregate_functions import AggregateFunction, ReduceFunction
+from sparkcast.api.declared_types import describe_type
 from sparkcast.api.ttl import StateTtlConfig
-from sparkcast.api.typeinfo import describe_type
 from sparkcast.errors import ArgumentTypeError, PipelineError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")

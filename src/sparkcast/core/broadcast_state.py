@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NoReturn
 
+from sparkcast.api.declared_types import accepts, type_label
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
-from sparkcast.api.types import accepts, type_label
 from sparkcast.core.codec import check_storable, untyped
+from sparkcast.core.converters import broadcast_converter
 from sparkcast.core.frozen import freeze, thaw
-from sparkcast.core.typed import broadcast_converter
 from sparkcast.errors import (
     MissingKeyError,
     ReadOnlyStateError,

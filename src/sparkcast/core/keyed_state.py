@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
+from sparkcast.api.declared_types import accepts, type_label
 from sparkcast.api.descriptors import (
     AggregatingStateDescriptor,
     MapStateDescriptor,
@@ -23,10 +24,9 @@ from sparkcast.api.descriptors import (
 )
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from sparkcast.api.ttl import StateTtlConfig
-from sparkcast.api.types import accepts, type_label
 from sparkcast.core.codec import check_storable, untyped
+from sparkcast.core.converters import Convert, stored_converter
 from sparkcast.core.scope import NO_KEY, KeyScope
-from sparkcast.core.typed import Convert, stored_converter
 from sparkcast.errors import KeyedStateError, PipelineError, StateTypeError
 
 _MISSING: Any = object()

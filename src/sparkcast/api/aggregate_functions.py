@@ -1,4 +1,6 @@
-"""Small function interfaces used by state descriptors; PyFlink's names."""
+"""``ReduceFunction`` and ``AggregateFunction``, PyFlink's names: how reducing and aggregating
+state combine the values added to them (``ReducingStateDescriptor``,
+``AggregatingStateDescriptor``)."""
 
 from __future__ import annotations
 
