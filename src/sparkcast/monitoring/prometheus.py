@@ -201,12 +201,5 @@ def start_server(port: int, monitor: Monitor = MONITOR) -> int:
     return chosen
 
 
-def stop_server(port: int) -> None:
-    server = _SERVERS.pop(port, None)
-    if server is not None:
-        server.shutdown()
-        server.server_close()
-
-
 def served_ports() -> list[int]:
     return sorted(_SERVERS)
