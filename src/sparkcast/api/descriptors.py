@@ -23,7 +23,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
 
 class StateDescriptor:
-    """Base of the descriptors; Flink's ``StateDescriptor``. Equal when kind and name are."""
+    """Base of the descriptors; Flink's ``StateDescriptor``. Equal when class and name are."""
 
     kind = "state"
 

@@ -87,7 +87,9 @@ class BaseBroadcastProcessFunction(Function):
         )
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
-        """Called for each broadcast element, on every subtask, in the same order everywhere."""
+        """Called for each broadcast element, in the same order wherever broadcast state is
+        kept: on every subtask, or once on the driver when a non-keyed function runs on the
+        streamed path (every subtask then reads that one state)."""
         raise UndefinedMethodError(f"{type(self).__name__} must define process_broadcast_element")
 
 

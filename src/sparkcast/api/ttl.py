@@ -151,7 +151,8 @@ class StateTtlConfig:
             return self._with(ttl_millis=to_millis(ttl))
 
         # Flink's cleanup strategies tune *when* its backends purge; the engine drops expired
-        # entries when they are accessed, so these only keep ports working.
+        # entries when they are accessed (and, on Spark, keys whose state has all expired at the
+        # end of each micro-batch), so these only keep ports working.
         def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
             return self
 

@@ -2,9 +2,10 @@
 
 Contexts, the main-side runners and the engine hand their outputs here and call user callbacks
 through ``invoke``, which routes what a callback yields and turns what it raises into a dead
-letter (or a ``UserFunctionError`` with ``on_error="fail"``), dropping the partial outputs of the
-failed call. Outputs are plain ``(tag, value, timestamp, batch, key)`` tuples in ``OutputRecord``'s
-layout: building a NamedTuple per event costs 50x more (docs/architecture.md).
+letter (with ``on_error="fail"`` it raises instead: a ``SparkcastError`` as itself, anything else
+as a ``UserFunctionError``), dropping the partial outputs of the failed call. Outputs are plain
+``(tag, value, timestamp, batch, key)`` tuples in ``OutputRecord``'s layout: building a
+NamedTuple per event costs 50x more (docs/architecture.md).
 """
 
 from __future__ import annotations

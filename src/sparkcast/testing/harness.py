@@ -1,4 +1,5 @@
-"""``BroadcastHarness`` and ``KeyedBroadcastHarness``: drive a function by hand, inspect
+"""``BroadcastHarness``, ``KeyedBroadcastHarness``, and for the keyed functions
+``KeyedProcessHarness`` and ``KeyedCoProcessHarness``: drive a function by hand, inspect
 everything. Method names follow Flink's ``TwoInputStreamOperatorTestHarness`` (snake_case): the
 main side is Flink's input 1, the broadcast side input 2.
 
