@@ -38,7 +38,7 @@ from sparkcast.api import (
     ValueState,
     ValueStateDescriptor,
 )
-from sparkcast.errors import SparkcastError
+from sparkcast.errors import MissingAttributeError, SparkcastError
 
 __version__ = "0.1.0"
 
@@ -50,7 +50,7 @@ def __getattr__(name: str) -> Any:
         from sparkcast import spark
 
         return getattr(spark, name)
-    raise AttributeError(f"module 'sparkcast' has no attribute {name!r}")
+    raise MissingAttributeError(f"module 'sparkcast' has no attribute {name!r}")
 
 
 __all__ = [

@@ -1,23 +1,41 @@
 """Every error sparkcast raises derives from :class:`SparkcastError`.
 
-Each subclass also inherits the built-in exception a Python user would expect, so
-``except TypeError`` keeps working around code that misuses read-only state.
+Each error below the two bases (``SparkcastError``, ``StateError``) also inherits the built-in
+exception a Python user would expect, so ``except TypeError`` keeps working around code that
+misuses read-only state, and ``except KeyError`` around a missing map-state key. Every class is
+importable from here: ``from sparkcast.errors import PipelineError``.
 
 ::
 
     SparkcastError
-    ├── PipelineError (ValueError)          a pipeline or option is invalid; raised on the driver
-    │   └── IncompatibleCheckpointError     a restart whose layout the checkpoint cannot serve
+    ├── PipelineError (ValueError)            a pipeline, descriptor or option is invalid; raised
+    │   │                                     when it is built (on Spark, on the driver)
+    │   └── IncompatibleCheckpointError       a restart whose layout the checkpoint cannot serve
+    ├── ArgumentTypeError (TypeError)         an API call given an argument of the wrong type
+    ├── MissingKeyError (KeyError)            ``[]`` on a key that is not there (map state, Row)
+    ├── MissingAttributeError (AttributeError)  a name the ``sparkcast`` package does not have
+    ├── UndefinedMethodError (NotImplementedError)  a base-class method the user's class must
+    │                                         define, called without being defined
+    ├── MissingDependencyError (ModuleNotFoundError)  an optional package is not installed; the
+    │                                         message names the extra to install
+    ├── JavaNotFoundError (RuntimeError)      no Java that Spark runs on; the message says how
     ├── StateError
-    │   ├── ReadOnlyStateError (TypeError)  a write to broadcast state outside the broadcast side
-    │   ├── UnknownStateError (KeyError)    a descriptor that was never declared
-    │   ├── KeyedStateError (RuntimeError)  keyed state without a key (unkeyed function, no key)
-    │   ├── StateTypeError (TypeError)      a value that does not match its descriptor's type
+    │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
+    │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
+    │   ├── KeyedStateError (RuntimeError)    keyed state without a key (unkeyed function, no key)
+    │   ├── StateTypeError (TypeError)        a value that does not match its descriptor's type
     │   └── StateSerializationError (ValueError)  a value the state codec cannot store
-    ├── OutputTypeError (TypeError)         a callback's outputs are not yielded values/frames
-    ├── TimerError (RuntimeError)           timers where Flink forbids them
-    ├── ContextError (RuntimeError)         a context used after its callback returned
-    └── UserFunctionError (RuntimeError)    the user's code raised: function, callback, key
+    ├── OutputTypeError (TypeError)           a callback's outputs are not yielded values/frames
+    ├── TimerError (RuntimeError)             timers where Flink forbids them
+    ├── ContextError (RuntimeError)           a context used after its callback returned
+    ├── HarnessError (RuntimeError)           a test harness driven before ``open()``
+    ├── QueryFailedError (RuntimeError)       a streaming query stopped with an error
+    └── UserFunctionError (RuntimeError)      the user's code raised: function, callback, key
+
+The applications (``sparkcast.apps``) define their own beside the code that raises them, each
+``(SparkcastError, ValueError)``: ``AppError`` (an unknown application), ``ModelError`` (a
+model that does not load or verify), ``RuleError`` (a fraud rule that does not parse or
+type-check) and ``ConfigError`` (a refused ``AppConfig``).
 """
 
 from __future__ import annotations
@@ -37,6 +55,39 @@ class IncompatibleCheckpointError(PipelineError):
     """A restart changes what the checkpoint's state or outputs depend on (parallelism, state
     buckets, output schema, ...); raised before any batch runs, naming the old and new value and
     what to do instead (docs/operations.md)."""
+
+
+class ArgumentTypeError(SparkcastError, TypeError):
+    """An API call was given an argument of the wrong type (a TTL that is not a
+    ``StateTtlConfig``, a ``ValueStateDescriptor`` passed to ``get_map_state``, ...): raised at
+    the call, where Python's own ``TypeError`` would be."""
+
+
+class MissingKeyError(SparkcastError, KeyError):
+    """``state[key]`` (map state, broadcast state) or ``row["field"]`` where there is no such
+    key; a ``KeyError``, as the mapping protocol requires (``get`` returns ``None`` instead)."""
+
+
+class MissingAttributeError(SparkcastError, AttributeError):
+    """A name the ``sparkcast`` package does not have; an ``AttributeError``, as a module's
+    ``__getattr__`` must raise (``hasattr`` and ``from sparkcast import ...`` rely on it)."""
+
+
+class UndefinedMethodError(SparkcastError, NotImplementedError):
+    """A base-class method that the user's class must define was called without being defined:
+    ``process_element`` or ``process_broadcast_element`` reached through ``super()`` (a pipeline
+    refuses such a function before it runs, with ``PipelineError``), or
+    ``AggregateFunction.merge``, which sparkcast never calls."""
+
+
+class MissingDependencyError(SparkcastError, ModuleNotFoundError):
+    """An optional dependency is not installed (PySpark for ``sparkcast.spark``,
+    ``prometheus_client`` for the metrics endpoint); the message names the extra to install."""
+
+
+class JavaNotFoundError(SparkcastError, RuntimeError):
+    """No Java that Spark runs on was found; the message says which versions and how to get
+    one."""
 
 
 class StateError(SparkcastError):
@@ -81,6 +132,16 @@ class ContextError(SparkcastError, RuntimeError):
     """A context is valid only during the callback it was passed to."""
 
 
+class HarnessError(SparkcastError, RuntimeError):
+    """A test harness was given an element, a watermark or a time before ``open()``, which
+    Flink's harnesses also require."""
+
+
+class QueryFailedError(SparkcastError, RuntimeError):
+    """A streaming query that sparkcast waited on stopped with an error; the query's exception
+    is named in the message and is the ``__cause__``."""
+
+
 class UserFunctionError(SparkcastError, RuntimeError):
     """The user's function raised; the original exception is ``__cause__``."""
 
@@ -90,3 +151,12 @@ class UserFunctionError(SparkcastError, RuntimeError):
         self.function = function
         self.callback = callback
         self.key = key
+
+
+def raised_as_itself(exc: BaseException) -> bool:
+    """Whether a failing callback's exception reaches the caller as itself under
+    ``on_error="fail"``: a misuse of sparkcast (read-only state, timers, contexts, types) already
+    names its fix. Anything else, a missed ``MissingKeyError`` lookup included (the user's code
+    asked for a key that is not there, as a ``KeyError`` in plain Python would say), is wrapped
+    in a ``UserFunctionError`` naming the function, the callback and the key."""
+    return isinstance(exc, SparkcastError) and not isinstance(exc, MissingKeyError)

@@ -7,7 +7,7 @@ import typing
 import pytest
 
 from sparkcast import Row, Types
-from sparkcast.api.types import accepts
+from sparkcast.api.declared_types import accepts
 
 
 @pytest.mark.parametrize(

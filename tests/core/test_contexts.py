@@ -13,11 +13,11 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.errors import (
+    ArgumentTypeError,
     ContextError,
     KeyedStateError,
     PipelineError,
     TimerError,
-    UserFunctionError,
 )
 
 RULES = MapStateDescriptor("rules", str, dict)
@@ -301,6 +301,7 @@ def test_runtime_context_checks_the_descriptor_kind(keyed):
         def process_element(self, value, ctx):
             pass
 
-    with pytest.raises(UserFunctionError, match="expected a MapStateDescriptor") as info:
+    # a sparkcast error, so raised as itself from open (not wrapped): still a TypeError
+    with pytest.raises(TypeError, match="expected a MapStateDescriptor") as info:
         keyed(Wrong())
-    assert isinstance(info.value.__cause__, TypeError)
+    assert isinstance(info.value, ArgumentTypeError)

@@ -16,7 +16,13 @@ from sparkcast import (
     Types,
     ValueStateDescriptor,
 )
-from sparkcast.errors import KeyedStateError, StateSerializationError, StateTypeError
+from sparkcast.errors import (
+    KeyedStateError,
+    MissingKeyError,
+    StateSerializationError,
+    StateTypeError,
+    UserFunctionError,
+)
 
 VALUE = ValueStateDescriptor("value", Types.INT())
 ANY_VALUE = ValueStateDescriptor("any_value")
@@ -215,8 +221,10 @@ def test_map_state_python_syntax(h):
 
 
 def test_map_state_getitem_of_a_missing_key_raises_key_error(h):
-    with pytest.raises(Exception) as info:
+    # the user's code missed a key: wrapped with function, callback and key; the cause a KeyError
+    with pytest.raises(UserFunctionError) as info:
         run(h, "a", lambda s: s.map["missing"])
+    assert isinstance(info.value.__cause__, MissingKeyError)
     assert isinstance(info.value.__cause__, KeyError)
 
 

@@ -18,7 +18,7 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.core import codec
-from sparkcast.core.typed import converter
+from sparkcast.core.converters import converter
 from sparkcast.errors import PipelineError, ReadOnlyStateError, StateSerializationError
 
 

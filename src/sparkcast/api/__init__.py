@@ -1,5 +1,6 @@
 """The user API, pure Python: functions, contexts, state, descriptors, timers, tags, TTL."""
 
+from sparkcast.api.aggregate_functions import AggregateFunction, ReduceFunction
 from sparkcast.api.descriptors import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
@@ -14,11 +15,11 @@ from sparkcast.api.functions import (
     Function,
     KeyedBroadcastProcessFunction,
 )
-from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
 from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, MetricGroup
 from sparkcast.api.options import HOLD_OVERFLOW, ProcessOptions, ReadyCondition
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.pyflink_types import Types
 from sparkcast.api.row import Row
 from sparkcast.api.runtime_context import RuntimeContext
 from sparkcast.api.state import (
@@ -33,7 +34,6 @@ from sparkcast.api.state import (
 )
 from sparkcast.api.timers import MIN_WATERMARK, TimeDomain, TimerService
 from sparkcast.api.ttl import StateTtlConfig, Time
-from sparkcast.api.types import Types
 
 __all__ = [
     "HOLD_OVERFLOW",

@@ -1,6 +1,6 @@
 """State descriptors: name a piece of state and its types, as in PyFlink.
 
-The declared types are checked here (``api/typeinfo.py``): typed values (dataclasses, enums,
+The declared types are checked here (``api/declared_types.py``): typed values (dataclasses, enums,
 NamedTuples) are rebuilt from them when state is read back, so a type the codec cannot store,
 or a string where a type belongs, fails when the descriptor is made.
 
@@ -14,16 +14,16 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from sparkcast.api.functions_base import AggregateFunction, ReduceFunction
+from sparkcast.api.aggregate_functions import AggregateFunction, ReduceFunction
+from sparkcast.api.declared_types import describe_type
 from sparkcast.api.ttl import StateTtlConfig
-from sparkcast.api.typeinfo import describe_type
-from sparkcast.errors import PipelineError
+from sparkcast.errors import ArgumentTypeError, PipelineError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,127}$")
 
 
 class StateDescriptor:
-    """Base of the descriptors; Flink's ``StateDescriptor``. Equal when kind and name are."""
+    """Base of the descriptors; Flink's ``StateDescriptor``. Equal when class and name are."""
 
     kind = "state"
 
@@ -43,7 +43,7 @@ class StateDescriptor:
 
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
         if not isinstance(ttl_config, StateTtlConfig):
-            raise TypeError("enable_time_to_live takes a StateTtlConfig (see new_builder)")
+            raise ArgumentTypeError("enable_time_to_live takes a StateTtlConfig (see new_builder)")
         self.ttl_config = ttl_config if ttl_config.is_enabled() else None
 
     def __eq__(self, other: object) -> bool:
@@ -99,7 +99,7 @@ class ReducingStateDescriptor(StateDescriptor):
         elif callable(reduce_function):
             self.reduce = reduce_function
         else:
-            raise TypeError("reduce_function must be a ReduceFunction or a callable(a, b)")
+            raise ArgumentTypeError("reduce_function must be a ReduceFunction or a callable(a, b)")
         self.reduce_function = reduce_function
 
     def get_reduce_function(self) -> ReduceFunction | Callable[[Any, Any], Any]:
@@ -112,7 +112,7 @@ class AggregatingStateDescriptor(StateDescriptor):
     def __init__(self, name: str, agg_function: AggregateFunction, state_type_info: Any = None):
         super().__init__(name, state_type_info)
         if not isinstance(agg_function, AggregateFunction):
-            raise TypeError("agg_function must be an AggregateFunction")
+            raise ArgumentTypeError("agg_function must be an AggregateFunction")
         self.agg_function = agg_function
 
     def get_agg_function(self) -> AggregateFunction:

@@ -25,6 +25,7 @@ from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState, State
 from sparkcast.api.timers import TimeDomain, TimerService
+from sparkcast.errors import UndefinedMethodError
 
 if TYPE_CHECKING:
     from sparkcast.api.runtime_context import RuntimeContext
@@ -81,13 +82,15 @@ class BaseBroadcastProcessFunction(Function):
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         """Called for each main-side element, unless the function defines ``process_batch``."""
-        raise NotImplementedError(
+        raise UndefinedMethodError(
             f"{type(self).__name__} must define process_element (or process_batch)"
         )
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
-        """Called for each broadcast element, on every subtask, in the same order everywhere."""
-        raise NotImplementedError(f"{type(self).__name__} must define process_broadcast_element")
+        """Called for each broadcast element, in the same order wherever broadcast state is
+        kept: on every subtask, or once on the driver when a non-keyed function runs on the
+        streamed path (every subtask then reads that one state)."""
+        raise UndefinedMethodError(f"{type(self).__name__} must define process_broadcast_element")
 
 
 class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):

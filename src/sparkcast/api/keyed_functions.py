@@ -91,5 +91,3 @@ class KeyedCoProcessFunction(Function, Generic[KEY, IN1, IN2, OUT]):
         """Called when a timer registered through ``ctx.timer_service()`` fires."""
         return None
 
-
-KeyedFunction = KeyedProcessFunction | KeyedCoProcessFunction

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkcast.errors import ArgumentTypeError, PipelineError
+
 
 @dataclass(frozen=True)
 class OutputTag:
@@ -20,9 +22,9 @@ class OutputTag:
 
     def __post_init__(self) -> None:
         if not isinstance(self.tag_id, str) or not self.tag_id:
-            raise ValueError("OutputTag tag_id cannot be None or empty string")
+            raise PipelineError("OutputTag tag_id cannot be None or empty string")
         if self.schema is not None and not isinstance(self.schema, str):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"OutputTag schema is a Spark DDL string such as 'id string, n long', not "
                 f"{self.schema!r}: PyFlink's type argument (Types.STRING()) has no use here"
             )

@@ -14,6 +14,8 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
+from sparkcast.errors import ArgumentTypeError, MissingKeyError, PipelineError
+
 try:  # the C descriptor namedtuple uses: reads the tuple slot directly, ~3x a property
     from _collections import _tuplegetter  # type: ignore[import-not-found]  # no stubs
 except ImportError:  # pragma: no cover - other Python implementations
@@ -30,7 +32,7 @@ class Row(tuple):
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Row:
         if kwargs and args:
-            raise TypeError("Row takes either positional or keyword arguments, not both")
+            raise ArgumentTypeError("Row takes either positional or keyword arguments, not both")
         if cls is Row:
             if kwargs:
                 return tuple.__new__(row_type(tuple(kwargs)), kwargs.values())
@@ -50,7 +52,7 @@ class Row(tuple):
             try:
                 return tuple.__getitem__(self, self._index[item])
             except KeyError:
-                raise KeyError(item) from None
+                raise MissingKeyError(item) from None
         return tuple.__getitem__(self, item)
 
     def __contains__(self, item: object) -> bool:
@@ -62,7 +64,7 @@ class Row(tuple):
 
     def asDict(self, recursive: bool = False) -> dict[str, Any]:  # noqa: N802 - PySpark's name
         if not self.__fields__:
-            raise TypeError("Cannot convert a Row without field names into a dict")
+            raise ArgumentTypeError("Cannot convert a Row without field names into a dict")
         if not recursive:
             return dict(zip(self.__fields__, self, strict=True))
         return {k: _as_plain(v) for k, v in zip(self.__fields__, self, strict=True)}
@@ -95,7 +97,7 @@ def _rebuild(fields: tuple[str, ...], values: tuple[Any, ...]) -> Row:
 def row_type(fields: tuple[str, ...]) -> type[Row]:
     """The Row class of one schema; its fields are also properties, for fast attribute access."""
     if len(set(fields)) != len(fields):
-        raise ValueError(f"duplicate field names in {fields}")
+        raise PipelineError(f"duplicate field names in {fields}")
     namespace: dict[str, Any] = {
         "__slots__": (),
         "__fields__": fields,

@@ -6,6 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import Generic, TypeVar
 
+from sparkcast.errors import MissingKeyError
+
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
@@ -76,7 +78,7 @@ class ReadableMap(ABC, Generic[K, V]):
 
     def __getitem__(self, key: K) -> V:
         if not self.contains(key):
-            raise KeyError(key)
+            raise MissingKeyError(key)
         return self.get(key)  # type: ignore[return-value]
 
     def __contains__(self, key: object) -> bool:

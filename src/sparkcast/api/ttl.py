@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
+from sparkcast.errors import ArgumentTypeError, PipelineError
+
 
 @dataclass(frozen=True)
 class Time:
@@ -50,7 +52,8 @@ def to_millis(duration: Time | datetime.timedelta | int) -> int:
         return int(duration.total_seconds() * 1000)
     if isinstance(duration, int) and not isinstance(duration, bool):
         return duration
-    raise TypeError(f"expected Time, timedelta or int milliseconds, got {type(duration).__name__}")
+    raise ArgumentTypeError(
+        f"expected Time, timedelta or int milliseconds, got {type(duration).__name__}")
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ class StateTtlConfig:
 
         def __init__(self, config: StateTtlConfig) -> None:
             if config.ttl_millis <= 0:
-                raise ValueError("TTL must be positive")
+                raise PipelineError("TTL must be positive")
             self._config = config
 
         def _with(self, **changes: Any) -> StateTtlConfig.Builder:
@@ -148,7 +151,8 @@ class StateTtlConfig:
             return self._with(ttl_millis=to_millis(ttl))
 
         # Flink's cleanup strategies tune *when* its backends purge; the engine drops expired
-        # entries when they are accessed, so these only keep ports working.
+        # entries when they are accessed (and, on Spark, keys whose state has all expired at the
+        # end of each micro-batch), so these only keep ports working.
         def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
             return self
 

@@ -23,6 +23,7 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.apps.base import BROADCAST, EVENTS, App, Drop, next_version, stable_bucket
+from sparkcast.errors import SparkcastError
 
 FLAGS = MapStateDescriptor("flags", str, dict)
 CONFIG = MapStateDescriptor("app_config", str, dict)  # "current" → AppConfig fields
@@ -37,6 +38,10 @@ OUTPUT_SCHEMA = ("request_id string, user_id string, flags string, variant strin
                  "subtask int")
 
 
+class ConfigError(SparkcastError, ValueError):
+    """A configuration that is refused: the previous one stays (``rejected_config``)."""
+
+
 @dataclass(frozen=True)
 class AppConfig:
     """Settings every subtask reads; replaced as a whole, validated before it is accepted."""
@@ -49,20 +54,20 @@ class AppConfig:
     def __post_init__(self) -> None:
         count = self.max_recommendations
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 100:
-            raise ValueError("max_recommendations must be an integer from 1 to 100")
+            raise ConfigError("max_recommendations must be an integer from 1 to 100")
         if not isinstance(self.score_threshold, (int, float)) or not 0 <= self.score_threshold <= 1:
-            raise ValueError("score_threshold must be a number from 0 to 1")
+            raise ConfigError("score_threshold must be a number from 0 to 1")
         if not self.experiment or not self.variants:
-            raise ValueError("an experiment needs a name and at least one variant")
+            raise ConfigError("an experiment needs a name and at least one variant")
 
     @classmethod
     def from_json(cls, text: str) -> AppConfig:
         data = json.loads(text)
         if not isinstance(data, dict):
-            raise ValueError("the config is a JSON object")
+            raise ConfigError("the config is a JSON object")
         unknown = sorted(set(data) - set(cls.__dataclass_fields__))
         if unknown:
-            raise ValueError(f"unknown config keys {unknown}")
+            raise ConfigError(f"unknown config keys {unknown}")
         if "variants" in data:
             data["variants"] = tuple(data["variants"])
         return cls(**data)

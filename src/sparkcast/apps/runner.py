@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from sparkcast.apps.base import ARTIFACTS, BROADCAST, EVENTS, App, event_count, steps, write_drop
 from sparkcast.apps.live import LiveView, Progress, summary
 from sparkcast.apps.outputs import OutputTracker
+from sparkcast.errors import QueryFailedError
 
 
 @dataclass
@@ -98,8 +99,9 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
     finally:
         if query.isActive:
             query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(f"the query failed: {query.exception()}")
+    failure = query.exception()
+    if failure is not None:
+        raise QueryFailedError(f"the query failed: {failure}") from failure
     poll()
     lines, ok = summary(app, tracker, progress, expected_events, live.style)
     return RunReport(tracker, progress, lines, ok, time.monotonic() - began)

@@ -1,10 +1,11 @@
 """The Spark wiring of an application: two file-source folders in, one query out.
 
-The only module of ``sparkcast.apps`` that touches Spark (through ``sparkcast.spark``)::
+The module of ``sparkcast.apps`` that builds the query through ``sparkcast.spark`` (the runner
+only asks it for a session)::
 
     events/     JSON lines ─ readStream ─ Stream(...).key_by(...) ─┐
     broadcast/  JSON lines ─ readStream ─ .broadcast(descriptors) ─┴ connect ─ process(app fn)
-                                                    → write_stream(output/<name>/batch_id=N)
+                                                    → write_stream(output/_output=<name>/)
 """
 
 from __future__ import annotations

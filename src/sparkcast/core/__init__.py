@@ -1,6 +1,7 @@
 """The engine core, pure Python: runs one subtask of a broadcast function over a state backend.
 
-The test harness and the Spark runtime both drive ``SubtaskEngine``; only the backend differs.
+The test harness and the Spark runtime both drive ``SubtaskEngine``; only the backend differs,
+and the harness's contexts are strict (fresh per callback, invalidated when it returns).
 """
 
 from sparkcast.core.backend import DictBackend, StateBackend

@@ -16,7 +16,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from sparkcast.core import codec
-from sparkcast.core.typed import Convert
+from sparkcast.core.converters import Convert
 
 
 class StateBackend(ABC):
@@ -25,7 +25,7 @@ class StateBackend(ABC):
     @abstractmethod
     def broadcast_table(self, name: str, decode: Convert | None = None
                         ) -> MutableMapping[Any, Any]:
-        """``decode``: how stored entries become typed ones (``core/typed.py``), for a backend
+        """``decode``: how stored entries become typed ones (``core/converters.py``), for a backend
         that decodes state; the whole {key: value} table goes through it."""
 
     @abstractmethod

@@ -1,7 +1,7 @@
 """What one subtask reports about one micro-batch: built-in counts and the user's metrics.
 
 The engine counts in bulk (per micro-batch, per broadcast element, per timer; never per main
-element), and ``SubtaskMeter.report`` turns the counts into one JSON-ready dict. On Spark that dict
+element), and ``subtask_report`` turns the counts into one JSON-ready dict. On Spark that dict
 travels as one row of the operator's own output (the only channel from Python workers to the
 driver that is exactly-once and works on Spark Connect); the driver merges the subtasks' reports
 (``sparkcast.monitoring.merge``).

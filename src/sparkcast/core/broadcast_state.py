@@ -8,13 +8,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from typing import Any, NoReturn
 
+from sparkcast.api.declared_types import accepts, type_label
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
-from sparkcast.api.types import accepts, type_label
 from sparkcast.core.codec import check_storable, untyped
+from sparkcast.core.converters import broadcast_converter
 from sparkcast.core.frozen import freeze, thaw
-from sparkcast.core.typed import broadcast_converter
-from sparkcast.errors import ReadOnlyStateError, StateTypeError, UnknownStateError
+from sparkcast.errors import (
+    MissingKeyError,
+    ReadOnlyStateError,
+    StateTypeError,
+    UnknownStateError,
+)
 
 _PLAIN = frozenset({str, int, float, bool})
 
@@ -56,7 +61,10 @@ class ReadOnlyBroadcastStateView(ReadOnlyBroadcastState):
         return len(self._entries)
 
     def __getitem__(self, key: Any) -> Any:
-        return self._entries[key]
+        try:
+            return self._entries[key]
+        except KeyError:  # the table's own KeyError: say it as every other state does
+            raise MissingKeyError(key) from None
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries

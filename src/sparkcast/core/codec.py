@@ -21,7 +21,7 @@ NamedTuple              ``{"$n": "TypeName", "f": [names], "v": [...]}``
 Typed values carry their fields and type name, never a class path: ``decode`` gives them back
 generically (a dataclass as a ``Record``, a dict that knows its type name; an enum as its value;
 a NamedTuple as a ``Row``), and the state layer rebuilds them from the type the descriptor
-declares (``core/typed.py``). Nothing in the data chooses a class.
+declares (``core/converters.py``). Nothing in the data chooses a class.
 
 ``fingerprint`` hashes the canonical form (sorted dict keys), so equal values hash equally in
 every process: the engine orders broadcast elements by it when nothing else orders them.

@@ -2,9 +2,11 @@
 
 Contexts, the main-side runners and the engine hand their outputs here and call user callbacks
 through ``invoke``, which routes what a callback yields and turns what it raises into a dead
-letter (or a ``UserFunctionError`` with ``on_error="fail"``), dropping the partial outputs of the
-failed call. Outputs are plain ``(tag, value, timestamp, batch, key)`` tuples in ``OutputRecord``'s
-layout: building a NamedTuple per event costs 50x more (docs/architecture.md).
+letter (with ``on_error="fail"`` it raises instead, as ``errors.raised_as_itself`` decides:
+a misuse of sparkcast as itself, anything else as a ``UserFunctionError``), dropping the partial
+outputs of the failed call. Outputs are plain ``(tag, value, timestamp, batch, key)`` tuples
+in ``OutputRecord``'s layout: building a NamedTuple per event costs 50x more
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.row import Row
 from sparkcast.core.records import DEAD_LETTERS, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
-from sparkcast.errors import OutputTypeError, SparkcastError, UserFunctionError
+from sparkcast.errors import OutputTypeError, UserFunctionError, raised_as_itself
 
 Output = tuple[OutputTag | None, Any, int | None, bool, Any]
 
@@ -96,7 +98,7 @@ class OutputCollector:
         """One dead letter with the reason; with ``on_error="fail"`` raise instead."""
         key = None if key is NO_KEY else key  # a non-keyed function's errors name no key
         if self._fail:
-            if isinstance(exc, SparkcastError):
+            if raised_as_itself(exc):
                 raise exc
             raise UserFunctionError(self._function_name, callback, key, exc) from exc
         letter = DeadLetter(callback, f"{type(exc).__name__}: {exc}", value, key, timestamp)

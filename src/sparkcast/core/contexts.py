@@ -3,8 +3,9 @@
 A context holds the narrow parts it needs (``ContextParts``: the key scope, the output collector,
 the broadcast views, the keyed states and the timer service), never the engine. It is valid for
 one callback. In the harness a fresh one is made per callback and invalidated afterwards, so code
-that keeps a context fails in tests; on Spark one instance per kind is reused (the hot path), which
-is safe for code the harness accepted.
+that keeps a context fails in tests; on Spark the main-side and the broadcast-side context are one
+instance each, reused (the hot path; an ``on_timer`` context is made per timer), which is safe
+for code the harness accepted.
 """
 
 from __future__ import annotations

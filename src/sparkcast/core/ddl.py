@@ -54,9 +54,9 @@ class _Parser:
     def take(self, expected: str | None = None) -> str:
         token = self.tokens[self.at] if self.at < len(self.tokens) else ""
         if expected is not None and token.lower() != expected:
-            raise ValueError(f"expected {expected!r} at {token or 'the end'!r}")
+            raise PipelineError(f"expected {expected!r} at {token or 'the end'!r}")
         if not token:
-            raise ValueError("unexpected end")
+            raise PipelineError("unexpected end")
         self.at += 1
         return token
 
@@ -64,14 +64,14 @@ class _Parser:
         if self.peek().lower() == "struct" and self.tokens[self.at + 1:self.at + 2] == ["<"]:
             kind = self.type()
             if self.peek():
-                raise ValueError(f"unexpected {self.peek()!r}")
+                raise PipelineError(f"unexpected {self.peek()!r}")
             return list(kind)
         fields = [self.field()]
         while self.peek() == ",":
             self.take(",")
             fields.append(self.field())
         if self.peek():
-            raise ValueError(f"unexpected {self.peek()!r}")
+            raise PipelineError(f"unexpected {self.peek()!r}")
         return fields
 
     def field(self) -> pa.Field:
@@ -112,7 +112,7 @@ class _Parser:
             int(self.take())
             self.take(")")
         if word not in _SIMPLE:
-            raise ValueError(f"unknown or unsupported type {word!r}")
+            raise PipelineError(f"unknown or unsupported type {word!r}")
         return _SIMPLE[word]
 
     def struct(self) -> pa.DataType:
@@ -136,7 +136,7 @@ class _Parser:
             scale = int(self.take())
         self.take(")")
         if not 0 < precision <= 38 or not 0 <= scale <= precision:
-            raise ValueError(f"decimal({precision},{scale}) is out of Spark's range")
+            raise PipelineError(f"decimal({precision},{scale}) is out of Spark's range")
         return pa.decimal128(precision, scale)
 
 
@@ -157,5 +157,5 @@ def _name(token: str) -> str:
     if token.startswith("`"):
         return token[1:-1].replace("``", "`")
     if not (token[0].isalpha() or token[0] == "_"):
-        raise ValueError(f"expected a field name at {token!r}")
+        raise PipelineError(f"expected a field name at {token!r}")
     return token

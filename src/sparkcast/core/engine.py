@@ -50,7 +50,7 @@ from sparkcast.core.runtime_context import EngineRuntimeContext, TaskInfo
 from sparkcast.core.scope import NO_KEY, KeyScope
 from sparkcast.core.timers import KeyedTimerService, TimerQueue
 from sparkcast.core.vectorized import BatchRunner
-from sparkcast.errors import PipelineError, SparkcastError, UserFunctionError
+from sparkcast.errors import PipelineError, UserFunctionError, raised_as_itself
 
 
 class SubtaskEngine:
@@ -301,9 +301,9 @@ class SubtaskEngine:
     def _call_plain(self, callback: str, method: Callable[..., Any], *args: Any) -> None:
         try:
             method(*args)
-        except SparkcastError:
-            raise
         except Exception as exc:
+            if raised_as_itself(exc):
+                raise
             raise UserFunctionError(self.task.function_name, callback, None, exc) from exc
 
 

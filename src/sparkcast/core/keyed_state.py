@@ -1,13 +1,15 @@
 """Keyed state of the current key, over one table per descriptor (user key -> stored value).
 
-A handle holds the key scope (whose state, what time) and its table, nothing else: the engine
-rebinds the table when the backend changes (on Spark, every micro-batch). Every write is checked
+A handle holds its descriptor, the key scope (whose state, what time) and its table, never the
+engine: ``KeyedStates.bind`` rebinds the table when the backend changes (on Spark, every
+micro-batch). Every write is checked
 where it is made, in the user's callback: the declared type, and that the state codec can store
 the value, so a bad value becomes that element's dead letter instead of failing the flush.
 
 With TTL, a stored value is ``[value, expires_at]`` (map state: per entry; list state: per
 element, as in Flink). Expiry runs on the scope's processing time, so the harness and Spark
-expire the same entries; expired values are dropped when touched.
+expire the same entries; expired values are dropped when touched, and tables that can (Spark's)
+also drop keys whose state has all expired at each flush (``KeyedStates.sweep``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any
 
+from sparkcast.api.declared_types import accepts, type_label
 from sparkcast.api.descriptors import (
     AggregatingStateDescriptor,
     MapStateDescriptor,
@@ -23,10 +26,9 @@ from sparkcast.api.descriptors import (
 )
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from sparkcast.api.ttl import StateTtlConfig
-from sparkcast.api.types import accepts, type_label
 from sparkcast.core.codec import check_storable, untyped
+from sparkcast.core.converters import Convert, stored_converter
 from sparkcast.core.scope import NO_KEY, KeyScope
-from sparkcast.core.typed import Convert, stored_converter
 from sparkcast.errors import KeyedStateError, PipelineError, StateTypeError
 
 _MISSING: Any = object()

@@ -3,7 +3,8 @@
 A function that defines ``process_batch`` gets a ``BatchRunner`` (``core/vectorized.py``): the
 main side as pandas DataFrames, one call per micro-batch. Any other gets the ``ElementRunner``:
 ``process_element`` per element, on one shared context (the hot path), or on a fresh context per
-element in the harness. The engine holds one runner and never asks which kind it has.
+element in the harness. The engine holds one runner; it never tests its class, only asks
+whether main values travel as frames (``takes_frames``).
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from sparkcast.api.metrics import MetricGroup
 from sparkcast.api.runtime_context import RuntimeContext
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from sparkcast.core.keyed_state import KeyedStates
+from sparkcast.errors import ArgumentTypeError
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class EngineRuntimeContext(RuntimeContext):
 
     def _state(self, descriptor: StateDescriptor, kind: type[StateDescriptor]) -> Any:
         if not isinstance(descriptor, kind):
-            raise TypeError(f"expected a {kind.__name__}, got {type(descriptor).__name__}")
+            raise ArgumentTypeError(f"expected a {kind.__name__}, got {type(descriptor).__name__}")
         return self._keyed.handle(descriptor)
 
     def get_state(self, state_descriptor: ValueStateDescriptor) -> ValueState:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkcast.api.declared_types import accepts, type_label
 from sparkcast.api.descriptors import StateDescriptor
 from sparkcast.api.timers import TimeDomain
-from sparkcast.api.types import accepts, type_label
 from sparkcast.core import codec
+from sparkcast.core.converters import stored_converter
 from sparkcast.core.scope import NO_KEY
-from sparkcast.core.typed import stored_converter
 from sparkcast.errors import PipelineError
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sparkcast.errors import PipelineError
+from sparkcast.errors import MissingDependencyError
 from sparkcast.monitoring.progress import CALLBACKS
 from sparkcast.monitoring.store import MONITOR, Monitor, OperatorTotals, QueryState
 
@@ -28,8 +28,9 @@ def _client() -> Any:
         import prometheus_client
         import prometheus_client.core
     except ImportError as exc:  # pragma: no cover - the dev extra installs it
-        raise PipelineError("the Prometheus endpoint needs prometheus_client: "
-                            "pip install 'sparkcast[metrics]'") from exc
+        raise MissingDependencyError("the Prometheus endpoint needs prometheus_client: "
+                                     "pip install 'sparkcast[metrics]'",
+                                     name="prometheus_client") from exc
     return prometheus_client
 
 
@@ -198,13 +199,6 @@ def start_server(port: int, monitor: Monitor = MONITOR) -> int:
     threading.Thread(target=server.serve_forever, daemon=True,
                      name=f"sparkcast-metrics-{chosen}").start()
     return chosen
-
-
-def stop_server(port: int) -> None:
-    server = _SERVERS.pop(port, None)
-    if server is not None:
-        server.shutdown()
-        server.server_close()
 
 
 def served_ports() -> list[int]:

@@ -2,7 +2,7 @@
 
 One renderer for every source: a ``Monitor`` holds the micro-batch records, whether the
 listener filled it in this process, or they came from a job's ``/progress.json`` or from the
-progress log ``write_stream`` keeps beside its output (``sources.py`` loads them); an optional
+progress log ``write_stream`` keeps beside its output (``watch.py`` loads them); an optional
 ``OutputFolder`` adds the recent output rows under their column headers. On a terminal the
 screen is redrawn; anywhere else (a pipe, a log file) there are no ANSI codes and one line per
 micro-batch. A broadcast version is shown with the micro-batch whose subtask report carried it:

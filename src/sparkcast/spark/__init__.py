@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from sparkcast.errors import MissingAttributeError, MissingDependencyError
+
 INSTALL_HINT = "pip install 'sparkcast[spark]'"
 
 _EXPORTS = {
@@ -58,7 +60,7 @@ def require_pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
-        raise ModuleNotFoundError(
+        raise MissingDependencyError(
             f"sparkcast.spark runs on Apache Spark and needs PySpark, which is not installed "
             f"({exc}): {INSTALL_HINT}", name="pyspark") from exc
 
@@ -66,7 +68,7 @@ def require_pyspark() -> None:
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'sparkcast.spark' has no attribute {name!r}")
+        raise MissingAttributeError(f"module 'sparkcast.spark' has no attribute {name!r}")
     require_pyspark()
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function

@@ -1,4 +1,4 @@
-"""Test harnesses for broadcast functions, like Flink's operator test harnesses.
+"""Test harnesses for broadcast and keyed functions, like Flink's operator test harnesses.
 
 They run the engine that Spark runs, with in-memory state and a manual clock; no Spark session.
 """

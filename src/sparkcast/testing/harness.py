@@ -1,4 +1,5 @@
-"""``BroadcastHarness`` and ``KeyedBroadcastHarness``: drive a function by hand, inspect
+"""``BroadcastHarness``, ``KeyedBroadcastHarness``, and for the keyed functions
+``KeyedProcessHarness`` and ``KeyedCoProcessHarness``: drive a function by hand, inspect
 everything. Method names follow Flink's ``TwoInputStreamOperatorTestHarness`` (snake_case): the
 main side is Flink's input 1, the broadcast side input 2.
 
@@ -32,7 +33,7 @@ from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
 from sparkcast.core.seed import apply_seed, initial_seed
-from sparkcast.errors import PipelineError
+from sparkcast.errors import HarnessError, PipelineError
 
 
 class KeySelector(Protocol):
@@ -202,7 +203,7 @@ class BroadcastHarness:
 
     def _ensure_open(self) -> None:
         if not self._opened:
-            raise RuntimeError("call open() on the harness first (as with Flink's harnesses)")
+            raise HarnessError("call open() on the harness first (as with Flink's harnesses)")
 
     def _advance(self, main: int | None = None, broadcast: int | None = None) -> None:
         self._ensure_open()

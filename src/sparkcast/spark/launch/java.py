@@ -12,6 +12,8 @@ import shutil
 import subprocess
 import sys
 
+from sparkcast.errors import JavaNotFoundError
+
 SUPPORTED = (17, 21)
 _HELP = (
     "Spark 4 needs Java 17 or 21. Install one (Debian: apt-get install openjdk-17-jre-headless) "
@@ -51,7 +53,7 @@ def ensure_java() -> str:
     """Set JAVA_HOME for Spark to a supported Java; raise with the fix if there is none."""
     home = find_java_home()
     if home is None:
-        raise RuntimeError(_HELP)
+        raise JavaNotFoundError(_HELP)
     os.environ["JAVA_HOME"] = home
     return home
 
@@ -59,6 +61,6 @@ def ensure_java() -> str:
 if __name__ == "__main__":
     try:
         print(f"sparkcast: Spark will use Java at {ensure_java()}")
-    except RuntimeError as exc:
+    except JavaNotFoundError as exc:
         print(f"sparkcast: {exc}", file=sys.stderr)
         sys.exit(1)

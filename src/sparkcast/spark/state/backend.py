@@ -20,7 +20,7 @@ Layout per subtask (the operator's grouping key), all under the query's checkpoi
   ``k_<name>`` variable per descriptor found by opening the function on the driver.)
 
 Typed values (dataclasses, enums, NamedTuples) are decoded generically by the codec and rebuilt
-here through their descriptor's converter (``core/typed.py``), once per loaded bucket.
+here through their descriptor's converter (``core/converters.py``), once per loaded bucket.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from cachetools import LRUCache
 
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
-from sparkcast.core.typed import Convert
+from sparkcast.core.converters import Convert
+from sparkcast.errors import MissingKeyError
 from sparkcast.spark.state.blobs import load_value, store_value
 
 LAYOUT_VERSION = 2  # see the module docstring; a checkpoint's compatibility record names it
@@ -243,7 +244,7 @@ class BucketedTable(MutableMapping):
     def __getitem__(self, key: Any) -> Any:
         value = self.get(key, _ABSENT)
         if value is _ABSENT:
-            raise KeyError(key)
+            raise MissingKeyError(key)
         return value
 
     def __contains__(self, key: object) -> bool:

@@ -23,8 +23,9 @@ Two guards use the same comparison:
 Safe changes pass: the function's code (same class), a new side output, options that state does
 not depend on (``on_error``, ``time_alignment``, ``hold_until_ready``, trigger, log levels), and
 a state descriptor's declared type evolving in a way old state still reads as: the record keeps
-``describe_type`` records and asks ``compatible_change`` (``api/typeinfo.py``, the same rule the
-state layer applies when it decodes), so a dataclass may gain a field with a default or lose one.
+``describe_type`` records and asks ``compatible_change`` (``api/declared_types.py``, the same
+rule the state layer applies when it decodes), so a dataclass may gain a field with a default or
+lose one.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sparkcast.api.typeinfo import compatible_change, describe_type, record_label
+from sparkcast.api.declared_types import compatible_change, describe_type, record_label
 from sparkcast.core.backend import StateBackend
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark.plan import RuntimePlan

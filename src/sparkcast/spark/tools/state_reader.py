@@ -27,9 +27,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from sparkcast.api.descriptors import StateDescriptor
 from sparkcast.core import codec
+from sparkcast.core.converters import converter
 from sparkcast.core.frozen import thaw
 from sparkcast.core.seed import Seed
-from sparkcast.core.typed import converter
 from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import ExecutionPath
 from sparkcast.spark.state.backend import state_name

@@ -8,7 +8,7 @@ imports or runs code it names.
 
 Schema evolution, at read time: a field the class gained with a default takes its default, a
 field the class lost is ignored, anything else raises ``StateSerializationError`` naming the fix
-(``api/typeinfo.compatible_change`` states the same rule on type records, for restart checks).
+(``api/declared_types.compatible_change`` states the same rule on type records, for restart checks).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from sparkcast.api.declared_types import is_record_type, record_fields
 from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
-from sparkcast.api.typeinfo import is_record_type, record_fields
 from sparkcast.core.codec import Record, hashable
 from sparkcast.core.frozen import freeze
 from sparkcast.errors import StateSerializationError

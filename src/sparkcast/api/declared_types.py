@@ -1,11 +1,11 @@
-"""Declared state types: what a descriptor may declare, its JSON record, and which changes of it
-keep old state readable.
+"""Declared state types: what a descriptor may declare, whether a value fits it (``accepts``),
+its JSON record, and which changes of it keep old state readable.
 
 A descriptor's type is how typed values come back from state: the codec stores a dataclass as
 its field names and values, never a class path, and the state layer rebuilds it from the type
-the descriptor declares (``core/typed.py``). So the declared type is checked when the descriptor
-is made, and its record (``describe_type``) is what a checkpoint can keep to refuse an
-incompatible change at restart (``compatible_change``).
+the descriptor declares (``core/converters.py``). So the declared type is checked when the
+descriptor is made, and its record (``describe_type``) is what a checkpoint can keep to refuse
+an incompatible change at restart (``compatible_change``).
 
 >>> describe_type(list[int])
 {'kind': 'list', 'item': {'kind': 'scalar', 'name': 'int'}}
@@ -34,6 +34,25 @@ _CONTAINERS = {list: "list", tuple: "tuple", dict: "map", set: "set", frozenset:
 _ANY = {"kind": "any"}
 
 TypeRecord = dict[str, Any]
+
+
+def accepts(declared: Any, value: Any) -> bool:
+    """Whether ``value`` may be stored under a declared type (object, Any or None: anything)."""
+    if declared is None or declared is object or declared is Any or value is None:
+        return True  # typing.Any is a class since Python 3.11, but isinstance() refuses it
+    if not isinstance(declared, type):  # list[str], Optional[Rule], ...: the outer type
+        origin = typing.get_origin(declared)
+        if origin in (typing.Union, types.UnionType):
+            return any(accepts(member, value) for member in typing.get_args(declared))
+        return not isinstance(origin, type) or isinstance(value, origin)
+    if declared is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, declared)
+
+
+def type_label(declared: Any) -> str:
+    """A declared type as error messages name it (``list[str]`` has no plain ``__name__``)."""
+    return declared.__name__ if isinstance(declared, type) else str(declared)
 
 
 def is_record_type(declared: Any) -> bool:

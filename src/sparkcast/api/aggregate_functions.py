@@ -1,9 +1,13 @@
-"""Small function interfaces used by state descriptors; PyFlink's names."""
+"""``ReduceFunction`` and ``AggregateFunction``, PyFlink's names: how reducing and aggregating
+state combine the values added to them (``ReducingStateDescriptor``,
+``AggregatingStateDescriptor``)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Generic, TypeVar
+
+from sparkcast.errors import UndefinedMethodError
 
 IN = TypeVar("IN")
 ACC = TypeVar("ACC")
@@ -30,4 +34,4 @@ class AggregateFunction(ABC, Generic[IN, ACC, OUT]):
     def get_result(self, accumulator: ACC) -> OUT: ...
 
     def merge(self, acc_a: ACC, acc_b: ACC) -> ACC:
-        raise NotImplementedError("merge is not needed by keyed aggregating state")
+        raise UndefinedMethodError("merge is not needed by keyed aggregating state")

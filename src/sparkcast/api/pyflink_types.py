@@ -1,15 +1,14 @@
 """PyFlink's ``Types`` factory, so ported descriptors keep their type arguments.
 
 sparkcast stores state with a self-describing codec, so a type is a check on ``put``, not a
-serializer: each factory returns the Python type that values must be instances of.
+serializer: each factory returns the Python type that values must be instances of (the check
+itself is ``declared_types.accepts``).
 """
 
 from __future__ import annotations
 
 import datetime
 import decimal
-import types
-import typing
 from typing import Any
 
 
@@ -104,21 +103,3 @@ class Types:
     def ROW_NAMED(field_names: Any = None, field_types: Any = None) -> type:  # noqa: N802
         return tuple
 
-
-def accepts(declared: Any, value: Any) -> bool:
-    """Whether ``value`` may be stored under a declared type (object, Any or None: anything)."""
-    if declared is None or declared is object or declared is Any or value is None:
-        return True  # typing.Any is a class since Python 3.11, but isinstance() refuses it
-    if not isinstance(declared, type):  # list[str], Optional[Rule], ...: the outer type
-        origin = typing.get_origin(declared)
-        if origin in (typing.Union, types.UnionType):
-            return any(accepts(member, value) for member in typing.get_args(declared))
-        return not isinstance(origin, type) or isinstance(value, origin)
-    if declared is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, declared)
-
-
-def type_label(declared: Any) -> str:
-    """A declared type as error messages name it (``list[str]`` has no plain ``__name__``)."""
-    return declared.__name__ if isinstance(declared, type) else str(declared)
