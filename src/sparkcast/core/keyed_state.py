@@ -394,7 +394,7 @@ class KeyedStates:
                     function(key, state)
         except Exception as exc:
             # keyed state differs by subtask: the dead letter names the key it failed on, and
-            # on Spark each subtask where this happens reports it (processor.py)
+            # on Spark each subtask where this happens reports it (spark/execution/dead_letters.py)
             self._failure = (exc, scope.key)
             raise
         finally:

@@ -8,7 +8,8 @@ batch or reading back as nulls. Side outputs get the same check against their ta
 side output whose tag has no known schema is a dead letter naming the fix.
 
 Spark's workers build the operator's output frame from the checked tables
-(``spark/rows.py``); the harness keeps the accepted values and adds the same dead letters.
+(``spark/execution/encoding.py``); the harness keeps the accepted values and adds the same dead
+letters.
 """
 
 from __future__ import annotations

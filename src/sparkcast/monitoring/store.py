@@ -1,6 +1,6 @@
 """What the driver knows of each query: recent micro-batch records and running totals.
 
-The listener (``spark/observe.py``) adds every progress report of a query with a sparkcast
+The listener (``spark/observe/listener.py``) adds every progress report of a query with a sparkcast
 operator; the Prometheus endpoint, the live view and the report read from here. Counts are
 totals since this process started watching (Prometheus counters); gauges are the latest value
 each subtask reported. A version change is kept with the micro-batch whose subtask report

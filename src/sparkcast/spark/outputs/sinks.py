@@ -60,14 +60,10 @@ class FileSink:
 
     def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
               trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
-        stream = (partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
-                  .outputMode("append").option("path", path)
-                  .option("checkpointLocation", checkpoint_location))
-        if query_name:
-            stream = stream.queryName(query_name)
-        if trigger:
-            stream = stream.trigger(**trigger)
-        return stream.start()
+        return streamed_writer.start_query(
+            partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
+            .outputMode("append").option("path", path)
+            .option("checkpointLocation", checkpoint_location), trigger, query_name)
 
 
 class BatchSink:

@@ -14,7 +14,7 @@ from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.monitoring.progress import APPLIED_ONCE
@@ -93,8 +93,13 @@ def start(plan: RuntimePlan, writer: StreamedWriter, checkpoint_location: str,
     """The one streaming query of the streamed path."""
     _refuse_operator_state(checkpoint_location)
     assert plan.streamed_input is not None
-    stream = (plan.streamed_input.writeStream.foreachBatch(writer)
-              .option("checkpointLocation", checkpoint_location))
+    return start_query(plan.streamed_input.writeStream.foreachBatch(writer)
+                       .option("checkpointLocation", checkpoint_location), trigger, query_name)
+
+
+def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
+                query_name: str | None) -> StreamingQuery:
+    """Start ``stream`` with the user's trigger and query name (either may be left out)."""
     if query_name:
         stream = stream.queryName(query_name)
     if trigger:
