@@ -288,8 +288,9 @@ class Runner:
                     "rows_in": sum(p["numInputRows"] for p in query.recentProgress)}
         main = result.main
         build = time.perf_counter() - build
+        # result.main is the operator's on every streaming plan
         return self._run_query(main, {"build_seconds": build, "path": "operator"
-                                      if result.plan.streamed else result.plan.path})
+                                      if result.plan.path == "streamed" else result.plan.path})
 
     def foreachbatch(self, workload: str, n: int, files_per_trigger: int | None = None) -> dict:
         from pyspark.sql.types import _parse_datatype_string
@@ -366,8 +367,10 @@ class Runner:
         stream = Stream(events).key_by("user") if workload == "W3" else Stream(events)
         result = stream.connect(Stream(updates).broadcast(desc)).process(
             cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
-        if path == "operator":
-            result.plan.streamed = False
+        if path == "operator":  # what the planner would choose were the streamed path not there
+            from sparkcast.spark.plan import ExecutionPath
+
+            result.plan.path = ExecutionPath.OPERATOR
         assert result.plan.path == path, result.plan.path
         out = self.tmp / f"out-{self.jobs}"
         query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
