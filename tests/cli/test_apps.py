@@ -60,9 +60,11 @@ def test_run_takes_a_master_a_packed_environment_and_spark_settings(tmp_path, mo
         "spark.executor.memory": "2g", "spark.archives": "env.tar.gz#environment",
         "spark.pyspark.python": "./environment/bin/python",
         "spark.executorEnv.PYSPARK_PYTHON": "./environment/bin/python"}
+    from sparkcast.cli.checks import UsageError, check
+
     bad = build_parser().parse_args(argv[:-1] + ["no-equals-sign"])
-    with pytest.raises(SystemExit, match="KEY=VALUE"):
-        session_settings(bad)
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        check(bad)  # before any session
 
 
 @pytest.mark.spark
