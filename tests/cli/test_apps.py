@@ -60,7 +60,8 @@ def test_run_takes_a_master_a_packed_environment_and_spark_settings(tmp_path, mo
         "spark.executor.memory": "2g", "spark.archives": "env.tar.gz#environment",
         "spark.pyspark.python": "./environment/bin/python",
         "spark.executorEnv.PYSPARK_PYTHON": "./environment/bin/python"}
-    from sparkcast.cli.checks import UsageError, check
+    from sparkcast.cli.checks import check
+    from sparkcast.errors import UsageError
 
     bad = build_parser().parse_args(argv[:-1] + ["no-equals-sign"])
     with pytest.raises(UsageError, match="KEY=VALUE"):

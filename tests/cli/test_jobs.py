@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from sparkcast.cli import main
-from sparkcast.cli.checks import UsageError
+from sparkcast.errors import UsageError
 from sparkcast.cli.jobs import JobRun, JobSpec, load_job, module_of, start_result, zip_package
-from sparkcast.cli.skeleton import FUNCTIONS, TEST, write_project
+from sparkcast.cli.skeleton import FUNCTIONS, JOB, TEST
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "enrich_job.py"
@@ -106,10 +106,13 @@ def test_init_writes_a_project_whose_harness_test_passes(tmp_path):
 
 
 def test_the_getting_started_page_shows_the_skeletons_code():
+    """The page runs its blocks; this keeps them the code ``sparkcast init`` writes."""
     page = (ROOT / "docs" / "getting-started.md").read_text()
-    for template in (FUNCTIONS, TEST):
-        body = template.format(name="shop").split('"""', 2)[2].strip()  # after the docstring
-        assert body in page
+    values = {"name": "shop", "upper": "SHOP"}
+    for template, start in ((FUNCTIONS, "from __future__"), (TEST, "def test_"),
+                            (JOB, "def pipeline")):
+        text = template.format(**values)
+        assert text[text.index(start):].strip() in page, start
 
 
 def expected_enrichment() -> tuple[Counter, Counter]:

@@ -42,7 +42,7 @@ def test_bad_arguments_exit_2_with_one_line_that_points_at_the_help(argv, capsys
     try:
         code = main(argv)  # argparse's mistakes exit; checks' mistakes return
     except SystemExit as exit_:
-        code = exit_.value.code
+        code = exit_.code
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("sparkcast"), err

@@ -34,8 +34,8 @@ from typing import NoReturn
 
 from sparkcast.cli import apps, skeleton, state, view
 from sparkcast.cli.apps import EPILOG
-from sparkcast.cli.checks import UsageError, check
-from sparkcast.errors import QueryFailedError, SparkcastError
+from sparkcast.cli.checks import check
+from sparkcast.errors import QueryFailedError, SparkcastError, UsageError
 
 GROUPS = (apps, state, view, skeleton)  # in the order of the help's list of commands
 #: exit status of a user mistake (argparse's), and of a failed run

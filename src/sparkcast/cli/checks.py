@@ -1,7 +1,7 @@
 """Every argument checked before Spark starts: a mistake costs the user a second, not a JVM.
 
 ``check(args)`` runs after argparse and before any command imports pyspark. It raises
-:class:`UsageError` with one sentence that names the option, what was given and what is
+:class:`~sparkcast.errors.UsageError` with one sentence that names the option, what was given and what is
 accepted; ``main`` prints it as one line on stderr and exits 2 (``--debug``: the traceback).
 """
 
@@ -13,14 +13,10 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sparkcast.errors import SparkcastError
+from sparkcast.errors import UsageError
 
 #: a URI scheme (``hdfs://``, ``s3a://``, ``file://``): a location only Spark can check
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-class UsageError(SparkcastError, ValueError):
-    """A command-line mistake, found before Spark starts (exit status 2)."""
 
 
 def check(args: argparse.Namespace) -> None:

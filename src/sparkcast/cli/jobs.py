@@ -30,7 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
-from sparkcast.cli.checks import UsageError
+from sparkcast.errors import UsageError
 from sparkcast.errors import QueryFailedError
 
 
@@ -77,7 +77,7 @@ def load_job(spec: JobSpec) -> Callable[[Any], Any]:
         raise UsageError(f"{spec.path} defines no function {spec.name}(spark)"
                          + (f"; its functions: {', '.join(found)} (name one: "
                             f"{spec.path}:NAME)" if found else ""))
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 def _inside(file: str | None, root: Path) -> bool:
