@@ -11,6 +11,7 @@ was shipped.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import zipfile
@@ -20,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from sparkcast.cli import main
-from sparkcast.errors import UsageError
 from sparkcast.cli.jobs import JobRun, JobSpec, load_job, module_of, start_result, zip_package
 from sparkcast.cli.skeleton import FUNCTIONS, JOB, TEST
+from sparkcast.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "enrich_job.py"
@@ -171,3 +172,30 @@ def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(t
     rows = sorted(tuple(r) for r in read_output(spark, str(data / "out")).collect())
     names = {0: "zero", 1: "one", 2: "?"}
     assert rows == [(i, names[i % 3] + "-shipped") for i in range(9)]
+
+
+@pytest.mark.spark
+def test_ctrl_c_stops_a_job_and_its_checkpoint_keeps_the_progress(tmp_path, spark):
+    """No --available-now: the query runs until Ctrl-C (SIGINT), which stops it cleanly."""
+    from sparkcast.spark import read_output
+
+    command = [sys.executable, "-m", "sparkcast.cli", "run", str(EXAMPLE), "--output", "out",
+               "--checkpoint", "ck", "--no-view", "--trigger-seconds", "1"]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:  # one line per micro-batch, flushed
+            if "micro-batch 0" in line:
+                break
+        process.send_signal(signal.SIGINT)
+        rest, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err[-3000:]
+    assert "stopping (the checkpoint keeps the progress" in rest
+    assert (tmp_path / "ck" / "commits" / "0").exists()
+    main_rows, _ = expected_enrichment()
+    out = str(tmp_path / "out")
+    assert Counter(tuple(r) for r in read_output(spark, out).collect()) == main_rows

@@ -38,8 +38,8 @@ from sparkcast.cli.checks import check
 from sparkcast.errors import QueryFailedError, SparkcastError, UsageError
 
 GROUPS = (apps, state, view, skeleton)  # in the order of the help's list of commands
-#: exit status of a user mistake (argparse's), and of a failed run
-USAGE, FAILED = 2, 1
+#: exit status of a user mistake (argparse's), of a failed run, of Ctrl-C before a run
+USAGE, FAILED, INTERRUPTED = 2, 1, 130
 
 
 class Parser(argparse.ArgumentParser):
@@ -83,3 +83,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             hint = "" if isinstance(exc, UsageError) else " (--debug: the traceback)"
             print(f"sparkcast {args.command}: error: {exc}{hint}", file=sys.stderr)
         return FAILED if isinstance(exc, QueryFailedError) else USAGE
+    except KeyboardInterrupt:  # before a query ran (a running one is stopped by its command)
+        print(f"sparkcast {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED

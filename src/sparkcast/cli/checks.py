@@ -1,8 +1,9 @@
 """Every argument checked before Spark starts: a mistake costs the user a second, not a JVM.
 
 ``check(args)`` runs after argparse and before any command imports pyspark. It raises
-:class:`~sparkcast.errors.UsageError` with one sentence that names the option, what was given and what is
-accepted; ``main`` prints it as one line on stderr and exits 2 (``--debug``: the traceback).
+:class:`~sparkcast.errors.UsageError` with one sentence that names the option, what was given
+and what is accepted; ``main`` prints it as one line on stderr and exits 2 (``--debug``: the
+traceback).
 """
 
 from __future__ import annotations

@@ -30,8 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
-from sparkcast.errors import UsageError
-from sparkcast.errors import QueryFailedError
+from sparkcast.errors import QueryFailedError, UsageError
 
 
 @dataclass(frozen=True)

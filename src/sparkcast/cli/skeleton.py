@@ -131,19 +131,21 @@ Read the output back (`out/_output=main/`, parquet):
     read_output(session(), "out").show()
 
 Run it again after new files arrive in `data/`: it resumes from `ck`. On a cluster, point
-`{upper}_DATA`, `--output` and `--checkpoint` at shared storage (hdfs://, s3a://) and either let
-sparkcast start the session:
+`{upper}_DATA`, `--output` and `--checkpoint` at shared storage (hdfs://, s3a://), pack a
+Python environment with sparkcast as `env.tar.gz` (sparkcast's docs/deploy.md), unpack it here
+too (the driver runs its Python as well), and either let sparkcast start the session:
 
+    mkdir environment && tar -xzf env.tar.gz -C environment
     sparkcast run {name}/job.py --master spark://master-host:7077 --archive env.tar.gz \\
         --output hdfs:///jobs/{name}/out --checkpoint hdfs:///jobs/{name}/ck
 
-or submit the same file with spark-submit (the package travels as `--py-files`; the packed
-environment `env.tar.gz` with sparkcast as in sparkcast's docs/deploy.md):
+or submit the same file with spark-submit (the package travels as `--py-files`):
 
     zip -r {name}.zip {name}
     spark-submit --master spark://master-host:7077 --py-files {name}.zip \\
         --archives env.tar.gz#environment \\
         --conf spark.pyspark.python=./environment/bin/python \\
+        --conf spark.pyspark.driver.python=./environment/bin/python \\
         {name}/job.py --output hdfs:///jobs/{name}/out --checkpoint hdfs:///jobs/{name}/ck
 '''
 
