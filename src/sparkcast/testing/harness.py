@@ -92,6 +92,8 @@ class BroadcastHarness:
     # ------------------------------------------------------------------------------ lifecycle
 
     def open(self) -> None:
+        """Open the function (its ``open`` creates state handles) and write ``initial_state``;
+        every input needs it first, as in Flink (``with harness:`` opens and closes)."""
         engine = self.engine
         engine.open()
         if self._initial_state:
@@ -101,6 +103,7 @@ class BroadcastHarness:
         self._collect()
 
     def close(self) -> None:
+        """Close the function (its ``close`` runs)."""
         self.engine.close()
         self._opened = False
 
@@ -130,9 +133,12 @@ class BroadcastHarness:
         self._advance(main=watermark, broadcast=watermark)
 
     def process_main_watermark(self, watermark: int) -> None:
+        """A watermark on the main input only; the function's watermark is the lower of the
+        two inputs', as in Flink, so event-time timers wait for the broadcast side too."""
         self._advance(main=watermark)
 
     def process_broadcast_watermark(self, watermark: int) -> None:
+        """A watermark on the broadcast input only."""
         self._advance(broadcast=watermark)
 
     def set_processing_time(self, time: int) -> None:
@@ -176,6 +182,7 @@ class BroadcastHarness:
         return self._expand(None)
 
     def side_output(self, tag: OutputTag) -> list[Any]:
+        """The values emitted to ``tag``, in order."""
         return [value for value, _ in self._expand(tag)]
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -183,6 +190,7 @@ class BroadcastHarness:
         return [value for value, _ in self._expand(DEAD_LETTERS)]
 
     def clear_output(self) -> None:
+        """Forget the outputs collected so far (main, side outputs, dead letters)."""
         self._records.clear()
 
     def broadcast_state(self, descriptor: MapStateDescriptor) -> dict[Any, Any]:
@@ -194,6 +202,7 @@ class BroadcastHarness:
         return [value for value, _, _ in self.engine.hold.items]
 
     def metrics(self) -> dict[str, Any]:
+        """The function's user metrics by name (``MetricGroup.snapshot``)."""
         return self.engine.metrics.snapshot()
 
     # ------------------------------------------------------------------------------ internals
@@ -296,6 +305,7 @@ class KeyedProcessHarness(KeyedBroadcastHarness):
         pass
 
     def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        """Refused with ``PipelineError``: a ``KeyedProcessFunction`` has no broadcast side."""
         raise PipelineError("a KeyedProcessFunction has no broadcast side")
 
 
@@ -331,6 +341,7 @@ class KeyedCoProcessHarness(KeyedBroadcastHarness):
         self.process_element(CoElement(2, value), timestamp)
 
     def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        """Refused with ``PipelineError``: input 2 is keyed; use ``process_element2``."""
         raise PipelineError("a KeyedCoProcessFunction has no broadcast side: input 2 is keyed "
                             "(process_element2)")
 
