@@ -76,6 +76,8 @@ class Stream:
         return KeyedStream(self.df, tuple(columns))
 
     def connect(self, broadcast_stream: BroadcastStream) -> BroadcastConnectedStream:
+        """Connect this (non-keyed) stream to a broadcast stream, for a
+        ``BroadcastProcessFunction``."""
         return BroadcastConnectedStream(self, broadcast_stream)
 
 
@@ -88,6 +90,9 @@ class KeyedStream(Stream):
         self.key_columns = key_columns
 
     def connect(self, other: Any) -> Any:
+        """Connect to a broadcast stream (a ``BroadcastConnectedStream``, for a
+        ``KeyedBroadcastProcessFunction``) or to another keyed stream (a
+        ``ConnectedKeyedStreams``, for a ``KeyedCoProcessFunction``)."""
         if isinstance(other, KeyedStream):
             return ConnectedKeyedStreams(self, other)
         return BroadcastConnectedStream(self, other)
@@ -121,6 +126,8 @@ class ConnectedKeyedStreams:
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
                 job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
                 initial_state: InitialState | None = None) -> ProcessResult:
+        """Run a ``KeyedCoProcessFunction`` over both keyed streams (options as for the
+        broadcast ``process``)."""
         if not isinstance(function, KeyedCoProcessFunction):
             raise PipelineError("two connected keyed streams take a KeyedCoProcessFunction")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
@@ -283,9 +290,11 @@ class ProcessResult:
         return self.stream().connect(other)
 
     def key_by(self, *columns: str) -> Any:
+        """Key the main output for the next step (``Stream.key_by``)."""
         return self.stream().key_by(*columns)
 
     def broadcast(self, *descriptors: Any, order_by: str | None = None) -> Any:
+        """Broadcast the main output to the next step (``Stream.broadcast``)."""
         return self.stream().broadcast(*descriptors, order_by=order_by)
 
     @property
