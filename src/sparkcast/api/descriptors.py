@@ -4,8 +4,9 @@ The declared types are checked here (``api/declared_types.py``): typed values (d
 NamedTuples) are rebuilt from them when state is read back, so a type the codec cannot store,
 or a string where a type belongs, fails when the descriptor is made.
 
->>> rules = MapStateDescriptor("rules", str, dict)
->>> counts = ValueStateDescriptor("count", int)
+Examples:
+    >>> rules = MapStateDescriptor("rules", str, dict)
+    >>> counts = ValueStateDescriptor("count", int)
 """
 
 from __future__ import annotations

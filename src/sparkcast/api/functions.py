@@ -1,6 +1,6 @@
 """The functions users subclass: PyFlink's broadcast process functions, same names and shapes.
 
-A PyFlink program ports by changing imports and the stream-construction lines only::
+A PyFlink program ports by changing imports and the stream-construction lines only:
 
     class MatchRules(KeyedBroadcastProcessFunction):
         def process_element(self, value, ctx):

@@ -4,7 +4,7 @@
 Ported pipelines keep the steps around their broadcast step: per-key timers (an inactivity
 alert) and two keyed streams joined by key (per-key reference data, where a broadcast would
 copy everything to every subtask). They run on the same engine as the broadcast functions: a
-keyed function with no broadcast side (``core/keyed_process.py``)::
+keyed function with no broadcast side (``core/keyed_process.py``):
 
     class Inactivity(KeyedProcessFunction):
         def process_element(self, value, ctx):

@@ -66,7 +66,8 @@ def ready_conditions(
     """Read ``hold_until_ready``: descriptors (non-empty), ``(descriptor, key)`` pairs, or bare keys
     of the only broadcast descriptor.
 
-    >>> ready_conditions([RULES, (MODELS, "current")], [RULES, MODELS])
+    Examples:
+        >>> ready_conditions([RULES, (MODELS, "current")], [RULES, MODELS])
     """
     if spec is None:
         return ()

@@ -3,9 +3,10 @@
 sparkcast's API must import without pyspark, so it carries its own Row. Rows of one schema share
 one generated class (built once, cached), which makes creating millions of them cheap.
 
->>> r = Row(color="red", shape="square")
->>> r.color, r["shape"], r[0], r.asDict()
-('red', 'square', 'red', {'color': 'red', 'shape': 'square'})
+Examples:
+    >>> r = Row(color="red", shape="square")
+    >>> r.color, r["shape"], r[0], r.asDict()
+    ('red', 'square', 'red', {'color': 'red', 'shape': 'square'})
 """
 
 from __future__ import annotations

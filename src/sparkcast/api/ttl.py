@@ -66,9 +66,10 @@ def to_millis(duration: Time | datetime.timedelta | int) -> int:
 class StateTtlConfig:
     """When keyed state expires; Flink's ``StateTtlConfig``.
 
-    >>> ttl = (StateTtlConfig.new_builder(Time.minutes(10))
-    ...        .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
-    ...        .build())
+    Examples:
+        >>> ttl = (StateTtlConfig.new_builder(Time.minutes(10))
+        ...        .set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+        ...        .build())
     """
 
     class UpdateType(Enum):

@@ -3,11 +3,12 @@
 As PyFlink's ``data_stream.py`` holds ``DataStream``, ``KeyedStream``, ``BroadcastStream`` and
 the operator they build, this holds ``Stream`` and its kin and ``ProcessResult``:
 
->>> rule_stream = Stream(rules_df).broadcast(RULES)
->>> result = (Stream(items_df).key_by("color")
-...           .connect(rule_stream)
-...           .process(MatchRules(), output_schema="rule string, first string, second string"))
->>> result.main, result.side_output(REVIEW), result.dead_letters
+Examples:
+    >>> rule_stream = Stream(rules_df).broadcast(RULES)
+    >>> result = (Stream(items_df).key_by("color")
+    ...           .connect(rule_stream)
+    ...           .process(MatchRules(), output_schema="rule string, first string, second string"))
+    >>> result.main, result.side_output(REVIEW), result.dead_letters
 
 ``process`` checks the session's workers, builds and checks the plan (``planning``) and returns
 a ``ProcessResult``; its DataFrames filter the operator's one tagged frame (``layout.py``): main

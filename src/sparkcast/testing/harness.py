@@ -3,12 +3,13 @@
 everything. Method names follow Flink's ``TwoInputStreamOperatorTestHarness`` (snake_case): the
 main side is Flink's input 1, the broadcast side input 2.
 
->>> h = KeyedBroadcastHarness(MatchRules(), key_selector=lambda v: v["color"],
-...                           broadcast_descriptors=[RULES])
->>> h.open()
->>> h.process_broadcast_element({"name": "r1", "first": "square", "second": "circle"})
->>> h.process_element({"color": "red", "shape": "square"}, timestamp=13)
->>> h.output()
+Examples:
+    >>> h = KeyedBroadcastHarness(MatchRules(), key_selector=lambda v: v["color"],
+    ...                           broadcast_descriptors=[RULES])
+    >>> h.open()
+    >>> h.process_broadcast_element({"name": "r1", "first": "square", "second": "circle"})
+    >>> h.process_element({"color": "red", "shape": "square"}, timestamp=13)
+    >>> h.output()
 """
 
 from __future__ import annotations
