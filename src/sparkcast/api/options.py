@@ -11,8 +11,8 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.errors import PipelineError
 
-#: Where main elements go when the hold-until-ready buffer is full (never dropped).
 HOLD_OVERFLOW = OutputTag("hold_overflow")
+"""Where main elements go when the hold-until-ready buffer is full (never dropped)."""
 
 
 class _Sentinel(enum.Enum):

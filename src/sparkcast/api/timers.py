@@ -5,8 +5,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from enum import Enum
 
-#: The watermark before any watermark arrived: Java's ``Long.MIN_VALUE``, as PyFlink reports it.
 MIN_WATERMARK = -(2**63)
+"""The watermark before any watermark arrived: Java's ``Long.MIN_VALUE``, as PyFlink reports it."""
 
 
 class TimeDomain(Enum):
