@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sparkcast import errors
-from tests.test_docstrings import _exported
+from tests.test_docstrings import exported_objects
 
 ROOT = Path(__file__).resolve().parents[1]
 # exported values that are not classes or functions, so carry no module of their own
@@ -58,7 +58,7 @@ def test_every_docs_page_is_built(site: Path) -> None:
 def test_the_reference_documents_every_exported_name(site: Path) -> None:
     anchors = _anchors(site)
     missing = []
-    for exported, value in _exported().items():
+    for exported, value in exported_objects().items():
         if inspect.isclass(value) or inspect.isfunction(value):
             where = f"{value.__module__}.{value.__qualname__}"
         else:

@@ -22,7 +22,7 @@ import sparkcast.testing
 REACHABLE = ["sparkcast.spark.datastream:ConnectedKeyedStreams"]
 
 
-def _exported() -> dict[str, Any]:
+def exported_objects() -> dict[str, Any]:
     """Every exported object by a name it is exported under (the first one)."""
     modules: dict[str, list[str]] = {
         "sparkcast": [*sparkcast.__all__, *sparkcast._SPARK_NAMES],
@@ -86,7 +86,7 @@ def _missing(exported: str, value: Any) -> set[str]:
 
 
 def undocumented() -> list[str]:
-    return sorted({name for exported, value in _exported().items()
+    return sorted({name for exported, value in exported_objects().items()
                    for name in _missing(exported, value)})
 
 
@@ -100,7 +100,7 @@ def test_the_check_sees_exported_classes_their_bases_and_nested_classes():
     assert "sparkcast.api.ttl.StateTtlConfig.new_builder" in names  # staticmethod
     assert "sparkcast.api.ttl.StateTtlConfig.refresh_on_read" in names  # property
     assert "sparkcast.api.state.ReadableMap.get" in dict(_members(sparkcast.MapState))  # a base
-    exported = _exported()
+    exported = exported_objects()
     assert exported["sparkcast.spark.ProcessResult"].__name__ == "ProcessResult"  # lazy names
     assert "sparkcast.errors.PipelineError" in exported
     assert len(exported) > 60
