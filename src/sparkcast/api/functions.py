@@ -40,13 +40,15 @@ class Function(ABC):  # noqa: B024 - a base with optional hooks, as in PyFlink
     """Lifecycle hooks; Flink's ``RichFunction``. ``open`` is where state handles are created."""
 
     def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
-        """Called once per subtask before the first element: create state handles here
-        (``runtime_context.get_state(...)``) and read job parameters. Does nothing by
-        default."""
+        """Called before a copy of the function sees its first element: create state handles
+        here (``runtime_context.get_state(...)``) and read job parameters. On Spark each Python
+        worker opens its own copy once per subtask (not per micro-batch), and the driver opens
+        copies while planning, so keep it free of outside effects. Does nothing by default."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Called once per subtask after the last element, to release what ``open`` acquired.
-        Does nothing by default."""
+        """Called when a copy of the function is closed (the harness's ``close``), to release
+        what ``open`` acquired. Spark's Python workers keep their copies for as long as they
+        live, so do not rely on it there to emit or flush anything. Does nothing by default."""
 
 
 class BaseBroadcastProcessFunction(Function):
