@@ -45,8 +45,9 @@ class StateDescriptor:
         return self.name
 
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
-        """Expire this state's values after the config's TTL (keyed state only); a disabled
-        config turns TTL off. Call it before the state is first obtained."""
+        """Expire this state's values after the config's TTL; a disabled config turns TTL off.
+        Keyed state only: a broadcast descriptor with a TTL is refused with ``PipelineError``.
+        Call it before the state is first obtained in ``open``."""
         if not isinstance(ttl_config, StateTtlConfig):
             raise ArgumentTypeError("enable_time_to_live takes a StateTtlConfig (see new_builder)")
         self.ttl_config = ttl_config if ttl_config.is_enabled() else None

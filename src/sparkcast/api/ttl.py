@@ -158,8 +158,8 @@ class StateTtlConfig:
             return self._with(state_visibility=visibility)
 
         def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
-            """Return an expired value once if it is still stored (it is removed as it is
-            read)."""
+            """Let a read return an expired value that has not been removed yet (sparkcast
+            removes expired values as it reads them, so at most once)."""
             return self.set_state_visibility(
                 StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
             )
