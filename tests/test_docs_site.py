@@ -36,7 +36,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
          str(ROOT / "mkdocs.yml"), "--site-dir", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     warnings = [line for line in built.stderr.splitlines() if "WARNING" in line]
-    assert built.returncode == 0 and not warnings, built.stderr[-4000:]
+    assert built.returncode == 0 and not warnings, (
+        "mkdocs build --strict failed (the tools: pip install -e '.[docs]'; a new page: add it "
+        f"to mkdocs.yml's nav; a link out of docs/: plain text instead):\n{built.stderr[-4000:]}")
     return out
 
 
