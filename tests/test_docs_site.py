@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import sparkcast
 from sparkcast import errors
 from tests.test_docstrings import exported_objects
 
@@ -73,6 +74,12 @@ def test_the_reference_documents_every_exported_name(site: Path) -> None:
     assert "sparkcast.api.functions.KeyedBroadcastProcessFunction.ReadOnlyContext." \
         "get_broadcast_state" in anchors
     assert "sparkcast.testing.harness.KeyedBroadcastHarness.process_micro_batch" in anchors
+
+
+def test_the_top_level_page_links_every_name_of_the_package() -> None:
+    page = (ROOT / "docs" / "reference" / "sparkcast.md").read_text(encoding="utf-8")
+    linked = set(re.findall(r"\[(\w+)\]\[sparkcast\.", page))
+    assert linked == {*sparkcast.__all__, *sparkcast._SPARK_NAMES}
 
 
 ERROR_NAMES = {name for name, value in vars(errors).items()
