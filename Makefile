@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint clean bench bench-quick bench-deps
+.PHONY: install test demo lint docs clean bench bench-quick bench-deps
 
 install: $(STAMP)
 
@@ -28,6 +28,11 @@ demo: install
 lint: install
 	$(PY) -m ruff check src tests
 	$(PY) -m mypy
+
+# the documentation site with the API reference generated from the docstrings, into site/;
+# --strict: a broken link or an unrenderable docstring fails (tests/test_docs_site.py too)
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 # Benchmarks (benchmarks/run.py writes docs/benchmarks.md and docs/img/). PyFlink pins its own
 # dependency versions, so it lives in its own venv, made here from PyPI.
@@ -54,4 +59,4 @@ bench-quick: bench-deps  ## the same at small sizes, 3-4 min; prints the table, 
 	$(PY) benchmarks/run.py --mode quick
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist src/*.egg-info
+	rm -rf $(VENV) .pytest_cache build dist site src/*.egg-info

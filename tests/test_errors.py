@@ -17,7 +17,9 @@ import pytest
 import sparkcast
 from sparkcast import errors
 from sparkcast.errors import (
+    AppError,
     ArgumentTypeError,
+    ConfigError,
     ContextError,
     HarnessError,
     IncompatibleCheckpointError,
@@ -26,10 +28,12 @@ from sparkcast.errors import (
     MissingAttributeError,
     MissingDependencyError,
     MissingKeyError,
+    ModelError,
     OutputTypeError,
     PipelineError,
     QueryFailedError,
     ReadOnlyStateError,
+    RuleError,
     SparkcastError,
     StateError,
     StateSerializationError,
@@ -152,6 +156,10 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (QueryFailedError, (SparkcastError, RuntimeError)),
         (UserFunctionError, (SparkcastError, RuntimeError)),
         (StateError, (SparkcastError,)),
+        (AppError, (SparkcastError, ValueError)),
+        (ModelError, (SparkcastError, ValueError)),
+        (RuleError, (SparkcastError, ValueError)),
+        (ConfigError, (SparkcastError, ValueError)),
     ],
 )
 def test_hierarchy(error, parents):
@@ -162,16 +170,30 @@ def _subclasses(cls: type) -> set[type]:
     return {sub for direct in cls.__subclasses__() for sub in {direct, *_subclasses(direct)}}
 
 
+def _defined_errors() -> set[type]:
+    """Every ``SparkcastError`` class the package defines, wherever it is defined."""
+    for path in MODULES:
+        importlib.import_module(_module_name(path))
+    return {SparkcastError, *(cls for cls in _subclasses(SparkcastError)
+                              if cls.__module__.startswith("sparkcast."))}
+
+
+def test_every_error_class_is_importable_from_sparkcast_errors():
+    """The docs say so: one place to import any error from, the applications' included."""
+    defined = _defined_errors()
+    assert len(defined) >= 25
+    for cls in defined:
+        assert cls.__module__ == "sparkcast.errors", f"{cls} is defined outside sparkcast.errors"
+        assert getattr(errors, cls.__name__) is cls
+
+
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 22
-    for path in MODULES:  # the applications' own errors too
-        importlib.import_module(_module_name(path))
-    defined = {cls for cls in _subclasses(SparkcastError)
-               if cls.__module__.startswith("sparkcast.")}
-    assert set(ours) <= defined | {SparkcastError}
-    for cls in {*ours, *defined}:
+    assert len(ours) == 26
+    defined = _defined_errors()
+    assert set(ours) == defined
+    for cls in defined:
         assert cls.__name__ in errors.__doc__, cls
         if cls not in (SparkcastError, StateError):
             builtin_bases = [b for b in inspect.getmro(cls) if b.__module__ == "builtins"]

@@ -1,11 +1,10 @@
-"""Every error sparkcast raises derives from :class:`SparkcastError`.
+"""Every error sparkcast raises derives from ``SparkcastError``.
 
 Each error below the two bases (``SparkcastError``, ``StateError``) also inherits the built-in
 exception a Python user would expect, so ``except TypeError`` keeps working around code that
-misuses read-only state, and ``except KeyError`` around a missing map-state key. Every class is
-importable from here: ``from sparkcast.errors import PipelineError``.
-
-::
+misuses read-only state, and ``except KeyError`` around a missing map-state key. Every error
+class of the package is defined and importable here, the applications' too:
+``from sparkcast.errors import PipelineError, StateTypeError``.
 
     SparkcastError
     ├── PipelineError (ValueError)            a pipeline, descriptor or option is invalid; raised
@@ -32,12 +31,12 @@ importable from here: ``from sparkcast.errors import PipelineError``.
     ├── QueryFailedError (RuntimeError)       a streaming query stopped with an error
     ├── UsageError (ValueError)               a ``sparkcast`` command-line mistake, found before
     │                                         Spark starts (exit status 2)
-    └── UserFunctionError (RuntimeError)      the user's code raised: function, callback, key
-
-The applications (``sparkcast.apps``) define their own beside the code that raises them, each
-``(SparkcastError, ValueError)``: ``AppError`` (an unknown application), ``ModelError`` (a
-model that does not load or verify), ``RuleError`` (a fraud rule that does not parse or
-type-check) and ``ConfigError`` (a refused ``AppConfig``).
+    ├── UserFunctionError (RuntimeError)      the user's code raised: function, callback, key
+    │   the built-in applications (``sparkcast.apps``, ``sparkcast run <app>``):
+    ├── AppError (ValueError)                 an unknown application, or a bad data directory
+    ├── ModelError (ValueError)               a model that does not load or verify
+    ├── RuleError (ValueError)                a fraud rule that does not parse or type-check
+    └── ConfigError (ValueError)              a refused ``AppConfig`` (the previous one stays)
 """
 
 from __future__ import annotations
@@ -158,6 +157,33 @@ class UserFunctionError(SparkcastError, RuntimeError):
         self.function = function
         self.callback = callback
         self.key = key
+
+
+# ------------------------------------------------------------- the built-in applications'
+
+
+class AppError(SparkcastError, ValueError):
+    """An application was asked for something it does not have (unknown app, bad data dir)."""
+
+
+class ModelError(SparkcastError, ValueError):
+    """A model that cannot be loaded or fails verification."""
+
+
+class RuleError(SparkcastError, ValueError):
+    """A rule that does not parse or does not type-check (the compiler raises it too);
+    ``position`` is a 0-based offset."""
+
+    def __init__(self, message: str, text: str, position: int | None = None) -> None:
+        self.message = message
+        self.text = text
+        self.position = position
+        where = "" if position is None else f" at column {position + 1}"
+        super().__init__(f"{message}{where}: {text!r}")
+
+
+class ConfigError(SparkcastError, ValueError):
+    """A configuration that is refused: the previous one stays (``rejected_config``)."""
 
 
 def raised_as_itself(exc: BaseException) -> bool:

@@ -4,8 +4,9 @@ The declared types are checked here (``api/declared_types.py``): typed values (d
 NamedTuples) are rebuilt from them when state is read back, so a type the codec cannot store,
 or a string where a type belongs, fails when the descriptor is made.
 
->>> rules = MapStateDescriptor("rules", str, dict)
->>> counts = ValueStateDescriptor("count", int)
+Examples:
+    >>> rules = MapStateDescriptor("rules", str, dict)
+    >>> counts = ValueStateDescriptor("count", int)
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ class StateDescriptor:
         self.ttl_config: StateTtlConfig | None = None
 
     def get_name(self) -> str:
+        """The state's name: unique within a function, and the name the checkpoint and the
+        state reader know it by."""
         return self.name
 
     def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
+        """Expire this state's values after the config's TTL; a disabled config turns TTL off.
+        Keyed state only: a broadcast descriptor with a TTL is refused with ``PipelineError``.
+        Call it before the state is first obtained in ``open``."""
         if not isinstance(ttl_config, StateTtlConfig):
             raise ArgumentTypeError("enable_time_to_live takes a StateTtlConfig (see new_builder)")
         self.ttl_config = ttl_config if ttl_config.is_enabled() else None
@@ -58,6 +64,9 @@ class StateDescriptor:
 
 
 class ValueStateDescriptor(StateDescriptor):
+    """Names a ``ValueState`` and its value type (``None``: any value the codec stores);
+    Flink's ``ValueStateDescriptor``."""
+
     kind = "value"
 
     def __init__(self, name: str, value_type_info: Any = None) -> None:
@@ -65,6 +74,8 @@ class ValueStateDescriptor(StateDescriptor):
 
 
 class ListStateDescriptor(StateDescriptor):
+    """Names a ``ListState`` and its element type; Flink's ``ListStateDescriptor``."""
+
     kind = "list"
 
     def __init__(self, name: str, elem_type_info: Any = None) -> None:
@@ -84,6 +95,9 @@ class MapStateDescriptor(StateDescriptor):
 
 
 class ReducingStateDescriptor(StateDescriptor):
+    """Names a ``ReducingState``, its reduce function (a ``ReduceFunction`` or a plain
+    ``callable(a, b)``) and its value type; Flink's ``ReducingStateDescriptor``."""
+
     kind = "reducing"
 
     def __init__(
@@ -103,10 +117,14 @@ class ReducingStateDescriptor(StateDescriptor):
         self.reduce_function = reduce_function
 
     def get_reduce_function(self) -> ReduceFunction | Callable[[Any, Any], Any]:
+        """The reduce function as it was given."""
         return self.reduce_function
 
 
 class AggregatingStateDescriptor(StateDescriptor):
+    """Names an ``AggregatingState``, its ``AggregateFunction`` and the accumulator's type
+    (what the state stores); Flink's ``AggregatingStateDescriptor``."""
+
     kind = "aggregating"
 
     def __init__(self, name: str, agg_function: AggregateFunction, state_type_info: Any = None):
@@ -116,4 +134,5 @@ class AggregatingStateDescriptor(StateDescriptor):
         self.agg_function = agg_function
 
     def get_agg_function(self) -> AggregateFunction:
+        """The aggregate function."""
         return self.agg_function

@@ -1,6 +1,6 @@
 """The functions users subclass: PyFlink's broadcast process functions, same names and shapes.
 
-A PyFlink program ports by changing imports and the stream-construction lines only::
+A PyFlink program ports by changing imports and the stream-construction lines only:
 
     class MatchRules(KeyedBroadcastProcessFunction):
         def process_element(self, value, ctx):
@@ -40,10 +40,15 @@ class Function(ABC):  # noqa: B024 - a base with optional hooks, as in PyFlink
     """Lifecycle hooks; Flink's ``RichFunction``. ``open`` is where state handles are created."""
 
     def open(self, runtime_context: RuntimeContext) -> None:  # noqa: B027 - optional hook
-        pass
+        """Called before a copy of the function sees its first element: create state handles
+        here (``runtime_context.get_state(...)``) and read job parameters. On Spark each Python
+        worker opens its own copy once per subtask (not per micro-batch), and the driver opens
+        copies while planning, so keep it free of outside effects. Does nothing by default."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
-        pass
+        """Called when a copy of the function is closed (the harness's ``close``), to release
+        what ``open`` acquired. Spark's Python workers keep their copies for as long as they
+        live, so do not rely on it there to emit or flush anything. Does nothing by default."""
 
 
 class BaseBroadcastProcessFunction(Function):
@@ -57,10 +62,13 @@ class BaseBroadcastProcessFunction(Function):
             """The element's event timestamp (epoch ms), or None when it has none."""
 
         @abstractmethod
-        def current_processing_time(self) -> int: ...
+        def current_processing_time(self) -> int:
+            """The processing time (epoch ms) of the current micro-batch."""
 
         @abstractmethod
-        def current_watermark(self) -> int: ...
+        def current_watermark(self) -> int:
+            """The current event-time watermark (epoch ms); ``MIN_WATERMARK`` before the
+            first one."""
 
         @abstractmethod
         def output(self, output_tag: OutputTag, value: Any) -> None:
@@ -70,7 +78,9 @@ class BaseBroadcastProcessFunction(Function):
         """The broadcast side's context: read-write broadcast state."""
 
         @abstractmethod
-        def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> BroadcastState: ...
+        def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> BroadcastState:
+            """The broadcast state named by ``state_descriptor``, read-write; a descriptor not
+            passed to ``broadcast(...)`` raises ``UnknownStateError``."""
 
     class ReadOnlyContext(BaseContext):
         """The main side's context: read-only broadcast state."""
@@ -78,7 +88,9 @@ class BaseBroadcastProcessFunction(Function):
         @abstractmethod
         def get_broadcast_state(
             self, state_descriptor: MapStateDescriptor
-        ) -> ReadOnlyBroadcastState: ...
+        ) -> ReadOnlyBroadcastState:
+            """The broadcast state named by ``state_descriptor``, read-only (a write raises
+            ``ReadOnlyStateError``)."""
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         """Called for each main-side element, unless the function defines ``process_batch``."""
@@ -98,15 +110,19 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, O
     ``BroadcastProcessFunction``."""
 
     class Context(BaseBroadcastProcessFunction.Context, ABC):
-        pass
+        """The broadcast side's context: read-write broadcast state."""
 
     class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, ABC):
-        pass
+        """The main side's context: read-only broadcast state."""
 
     def process_element(self, value: IN1, ctx: ReadOnlyContext) -> Iterable[Any] | None:
+        """Called for each main-side element with read-only broadcast state; yield the
+        outputs (``yield tag, value`` for a side output)."""
         return super().process_element(value, ctx)
 
     def process_broadcast_element(self, value: IN2, ctx: Context) -> Iterable[Any] | None:
+        """Called for each broadcast element with read-write broadcast state; on the streamed
+        path of a non-keyed function it runs once, on the driver."""
         return super().process_broadcast_element(value, ctx)
 
 
@@ -115,6 +131,9 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
     ``KeyedBroadcastProcessFunction``."""
 
     class Context(BaseBroadcastProcessFunction.Context, ABC):
+        """The broadcast side's context: read-write broadcast state, and every key's keyed
+        state through ``apply_to_keyed_state``."""
+
         @abstractmethod
         def apply_to_keyed_state(
             self, state_descriptor: StateDescriptor, function: Callable[[Any, State], None]
@@ -122,20 +141,31 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, I
             """Call ``function(key, state)`` for every key of this subtask with that state."""
 
     class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext, ABC):
-        @abstractmethod
-        def timer_service(self) -> TimerService: ...
+        """The main side's context: read-only broadcast state, the current key and timers."""
 
         @abstractmethod
-        def get_current_key(self) -> Any: ...
+        def timer_service(self) -> TimerService:
+            """The timers of the current key."""
+
+        @abstractmethod
+        def get_current_key(self) -> Any:
+            """The key of the element (or timer) being processed."""
 
     class OnTimerContext(ReadOnlyContext, ABC):
+        """The context of ``on_timer``: that of the main side, plus the timer's domain."""
+
         @abstractmethod
-        def time_domain(self) -> TimeDomain: ...
+        def time_domain(self) -> TimeDomain:
+            """Whether the firing timer is an event-time or a processing-time timer."""
 
     def process_element(self, value: IN1, ctx: ReadOnlyContext) -> Iterable[Any] | None:
+        """Called for each main-side element with its key's state, timers and read-only
+        broadcast state; yield the outputs (``yield tag, value`` for a side output)."""
         return super().process_element(value, ctx)
 
     def process_broadcast_element(self, value: IN2, ctx: Context) -> Iterable[Any] | None:
+        """Called for each broadcast element, on every subtask, with read-write broadcast
+        state; there is no current key (use ``ctx.apply_to_keyed_state``)."""
         return super().process_broadcast_element(value, ctx)
 
     def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:

@@ -4,7 +4,7 @@
 Ported pipelines keep the steps around their broadcast step: per-key timers (an inactivity
 alert) and two keyed streams joined by key (per-key reference data, where a broadcast would
 copy everything to every subtask). They run on the same engine as the broadcast functions: a
-keyed function with no broadcast side (``core/keyed_process.py``)::
+keyed function with no broadcast side (``core/keyed_process.py``):
 
     class Inactivity(KeyedProcessFunction):
         def process_element(self, value, ctx):
@@ -38,10 +38,12 @@ class KeyedContext(ABC):
         """The element's event timestamp (epoch ms), or None when it has none."""
 
     @abstractmethod
-    def timer_service(self) -> TimerService: ...
+    def timer_service(self) -> TimerService:
+        """The timers of the current key."""
 
     @abstractmethod
-    def get_current_key(self) -> Any: ...
+    def get_current_key(self) -> Any:
+        """The key of the element (or timer) being processed."""
 
     @abstractmethod
     def output(self, output_tag: OutputTag, value: Any) -> None:
@@ -49,21 +51,26 @@ class KeyedContext(ABC):
 
 
 class KeyedOnTimerContext(KeyedContext, ABC):
+    """The context of ``on_timer``: a keyed context plus the timer's domain."""
+
     @abstractmethod
-    def time_domain(self) -> TimeDomain: ...
+    def time_domain(self) -> TimeDomain:
+        """Whether the firing timer is an event-time or a processing-time timer."""
 
 
 class KeyedProcessFunction(Function, Generic[KEY, IN, OUT]):
     """Processes a keyed stream with keyed state and timers; Flink's ``KeyedProcessFunction``."""
 
     class Context(KeyedContext, ABC):
-        pass
+        """The context of ``process_element``: the current key, timers, side outputs."""
 
     class OnTimerContext(KeyedOnTimerContext, ABC):
-        pass
+        """The context of ``on_timer``: that of ``process_element`` plus the timer's domain."""
 
     @abstractmethod
-    def process_element(self, value: IN, ctx: Context) -> Iterable[Any] | None: ...
+    def process_element(self, value: IN, ctx: Context) -> Iterable[Any] | None:
+        """Called for each element with its key's state and timers; yield the outputs
+        (``yield tag, value`` for a side output)."""
 
     def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
         """Called when a timer registered through ``ctx.timer_service()`` fires."""
@@ -76,16 +83,20 @@ class KeyedCoProcessFunction(Function, Generic[KEY, IN1, IN2, OUT]):
     the subtask of its key."""
 
     class Context(KeyedContext, ABC):
-        pass
+        """The context of ``process_element1``/``2``: the current key, timers, side
+        outputs."""
 
     class OnTimerContext(KeyedOnTimerContext, ABC):
-        pass
+        """The context of ``on_timer``: that of the element callbacks plus the timer's
+        domain."""
 
     @abstractmethod
-    def process_element1(self, value: IN1, ctx: Context) -> Iterable[Any] | None: ...
+    def process_element1(self, value: IN1, ctx: Context) -> Iterable[Any] | None:
+        """Called for each element of the first input, with its key's state and timers."""
 
     @abstractmethod
-    def process_element2(self, value: IN2, ctx: Context) -> Iterable[Any] | None: ...
+    def process_element2(self, value: IN2, ctx: Context) -> Iterable[Any] | None:
+        """Called for each element of the second input, with its key's state and timers."""
 
     def on_timer(self, timestamp: int, ctx: OnTimerContext) -> Iterable[Any] | None:
         """Called when a timer registered through ``ctx.timer_service()`` fires."""

@@ -11,8 +11,8 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.errors import PipelineError
 
-#: Where main elements go when the hold-until-ready buffer is full (never dropped).
 HOLD_OVERFLOW = OutputTag("hold_overflow")
+"""Where main elements go when the hold-until-ready buffer is full (never dropped)."""
 
 
 class _Sentinel(enum.Enum):
@@ -66,7 +66,8 @@ def ready_conditions(
     """Read ``hold_until_ready``: descriptors (non-empty), ``(descriptor, key)`` pairs, or bare keys
     of the only broadcast descriptor.
 
-    >>> ready_conditions([RULES, (MODELS, "current")], [RULES, MODELS])
+    Examples:
+        >>> ready_conditions([RULES, (MODELS, "current")], [RULES, MODELS])
     """
     if spec is None:
         return ()

@@ -14,7 +14,8 @@ class OutputTag:
     ``schema`` (a Spark DDL string such as ``"id string, reason string"``) types the side
     output's DataFrame on Spark; the harness ignores it.
 
-    >>> REVIEW = OutputTag("review", "tx_id string, rule string")
+    Examples:
+        >>> REVIEW = OutputTag("review", "tx_id string, rule string")
     """
 
     tag_id: str

@@ -3,9 +3,10 @@
 sparkcast's API must import without pyspark, so it carries its own Row. Rows of one schema share
 one generated class (built once, cached), which makes creating millions of them cheap.
 
->>> r = Row(color="red", shape="square")
->>> r.color, r["shape"], r[0], r.asDict()
-('red', 'square', 'red', {'color': 'red', 'shape': 'square'})
+Examples:
+    >>> r = Row(color="red", shape="square")
+    >>> r.color, r["shape"], r[0], r.asDict()
+    ('red', 'square', 'red', {'color': 'red', 'shape': 'square'})
 """
 
 from __future__ import annotations
@@ -59,10 +60,13 @@ class Row(tuple):
         return item in self._index if self.__fields__ else tuple.__contains__(self, item)
 
     def get(self, name: str, default: Any = None) -> Any:
+        """The field ``name``, or ``default`` when the row has no such field."""
         index = self._index.get(name)
         return default if index is None else tuple.__getitem__(self, index)
 
     def asDict(self, recursive: bool = False) -> dict[str, Any]:  # noqa: N802 - PySpark's name
+        """The fields as a dict, as PySpark's ``Row.asDict``; ``recursive`` converts nested
+        rows too. A row without field names raises ``ArgumentTypeError``."""
         if not self.__fields__:
             raise ArgumentTypeError("Cannot convert a Row without field names into a dict")
         if not recursive:

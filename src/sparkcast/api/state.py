@@ -16,40 +16,65 @@ OUT = TypeVar("OUT")
 
 
 class State(ABC):
+    """Base of every state handle; Flink's ``State``. A keyed handle reads and writes the
+    current key's value, so one handle obtained in ``open`` serves every key."""
+
     @abstractmethod
-    def clear(self) -> None: ...
+    def clear(self) -> None:
+        """Remove the value (for keyed state, the current key's value)."""
 
 
 class ValueState(State, Generic[T]):
-    @abstractmethod
-    def value(self) -> T | None: ...
+    """One value per key; Flink's ``ValueState``."""
 
     @abstractmethod
-    def update(self, value: T) -> None: ...
+    def value(self) -> T | None:
+        """The current key's value, or ``None`` when there is none (never set, cleared, or
+        expired by TTL)."""
+
+    @abstractmethod
+    def update(self, value: T) -> None:
+        """Set the current key's value; ``update(None)`` clears it, as in Flink. A value that
+        does not match the descriptor's type raises ``StateTypeError``."""
 
 
 class AppendingState(State, Generic[IN, OUT]):
-    @abstractmethod
-    def get(self) -> OUT: ...
+    """State that values are added to; Flink's ``AppendingState``, the base of list,
+    reducing and aggregating state."""
 
     @abstractmethod
-    def add(self, value: IN) -> None: ...
+    def get(self) -> OUT:
+        """The current key's result: the list, the reduced value or the aggregate (``None``
+        for reducing and aggregating state with nothing added, an empty list for list
+        state)."""
+
+    @abstractmethod
+    def add(self, value: IN) -> None:
+        """Add a value for the current key: appended to a list, reduced into the value, or
+        added to the accumulator."""
 
 
 class ReducingState(AppendingState[T, T]):
-    pass
+    """A value per key that each ``add`` combines with its descriptor's reduce function;
+    Flink's ``ReducingState``."""
 
 
 class AggregatingState(AppendingState[IN, OUT]):
-    pass
+    """An accumulator per key that each ``add`` feeds through its descriptor's
+    ``AggregateFunction``; ``get`` returns the function's result. Flink's
+    ``AggregatingState``."""
 
 
 class ListState(AppendingState[T, Iterable[T]]):
-    @abstractmethod
-    def update(self, values: list[T]) -> None: ...
+    """A list per key; Flink's ``ListState``. Iterating the handle iterates ``get()``."""
 
     @abstractmethod
-    def add_all(self, values: list[T]) -> None: ...
+    def update(self, values: list[T]) -> None:
+        """Replace the current key's list with ``values`` (an empty list clears it)."""
+
+    @abstractmethod
+    def add_all(self, values: list[T]) -> None:
+        """Append every value, in order; ``None`` is refused with ``StateTypeError``."""
 
     def __iter__(self) -> Iterator[T]:
         return iter(self.get())
@@ -59,22 +84,29 @@ class ReadableMap(ABC, Generic[K, V]):
     """The read methods shared by map state and broadcast state."""
 
     @abstractmethod
-    def get(self, key: K) -> V | None: ...
+    def get(self, key: K) -> V | None:
+        """The value under ``key``, or ``None`` when there is none (``state[key]`` raises
+        ``MissingKeyError`` instead)."""
 
     @abstractmethod
-    def contains(self, key: K) -> bool: ...
+    def contains(self, key: K) -> bool:
+        """Whether ``key`` has a value (also ``key in state``)."""
 
     @abstractmethod
-    def items(self) -> Iterable[tuple[K, V]]: ...
+    def items(self) -> Iterable[tuple[K, V]]:
+        """The ``(key, value)`` pairs."""
 
     @abstractmethod
-    def keys(self) -> Iterable[K]: ...
+    def keys(self) -> Iterable[K]:
+        """The keys (also ``iter(state)``)."""
 
     @abstractmethod
-    def values(self) -> Iterable[V]: ...
+    def values(self) -> Iterable[V]:
+        """The values."""
 
     @abstractmethod
-    def is_empty(self) -> bool: ...
+    def is_empty(self) -> bool:
+        """Whether there are no entries."""
 
     def __getitem__(self, key: K) -> V:
         if not self.contains(key):
@@ -95,13 +127,16 @@ class WritableMap(ReadableMap[K, V]):
     """The write methods shared by map state and read-write broadcast state."""
 
     @abstractmethod
-    def put(self, key: K, value: V) -> None: ...
+    def put(self, key: K, value: V) -> None:
+        """Set the value under ``key`` (also ``state[key] = value``)."""
 
     @abstractmethod
-    def put_all(self, dict_value: dict[K, V]) -> None: ...
+    def put_all(self, dict_value: dict[K, V]) -> None:
+        """Set every entry of ``dict_value``."""
 
     @abstractmethod
-    def remove(self, key: K) -> None: ...
+    def remove(self, key: K) -> None:
+        """Remove ``key``'s entry if there is one (``del state[key]`` too)."""
 
     def __setitem__(self, key: K, value: V) -> None:
         self.put(key, value)

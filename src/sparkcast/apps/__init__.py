@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from sparkcast.apps.base import App, AppError, Drop
+from sparkcast.apps.base import App, Drop
+from sparkcast.errors import AppError
 
 _MODULES = {"fraud": "fraud", "models": "model_serving", "flags": "flags",
             "enrichment": "enrichment", "segments": "segments", "shapes": "shapes"}

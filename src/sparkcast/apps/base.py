@@ -24,16 +24,11 @@ from typing import Any
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
-from sparkcast.errors import SparkcastError
 from sparkcast.spark.state import storage
 
 EVENTS = "events"
 BROADCAST = "broadcast"
 ARTIFACTS = "artifacts"
-
-
-class AppError(SparkcastError, ValueError):
-    """An application was asked for something it does not have (unknown app, bad data dir)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BroadcastProcessFunction
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.apps.base import BROADCAST, EVENTS, App, Drop, next_version, stable_bucket
-from sparkcast.errors import SparkcastError
+from sparkcast.errors import ConfigError
 
 FLAGS = MapStateDescriptor("flags", str, dict)
 CONFIG = MapStateDescriptor("app_config", str, dict)  # "current" → AppConfig fields
@@ -36,10 +36,6 @@ BROADCAST_SCHEMA = ("seq long, kind string, name string, enabled boolean, rollou
 OUTPUT_SCHEMA = ("request_id string, user_id string, flags string, variant string, "
                  "recommendations long, score_threshold double, config_version long, "
                  "subtask int")
-
-
-class ConfigError(SparkcastError, ValueError):
-    """A configuration that is refused: the previous one stays (``rejected_config``)."""
 
 
 @dataclass(frozen=True)

@@ -18,11 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from sparkcast.errors import SparkcastError
-
-
-class ModelError(SparkcastError, ValueError):
-    """A model that cannot be loaded or fails verification."""
+from sparkcast.errors import ModelError
 
 
 @dataclass(frozen=True)

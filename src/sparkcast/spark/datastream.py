@@ -3,11 +3,12 @@
 As PyFlink's ``data_stream.py`` holds ``DataStream``, ``KeyedStream``, ``BroadcastStream`` and
 the operator they build, this holds ``Stream`` and its kin and ``ProcessResult``:
 
->>> rule_stream = Stream(rules_df).broadcast(RULES)
->>> result = (Stream(items_df).key_by("color")
-...           .connect(rule_stream)
-...           .process(MatchRules(), output_schema="rule string, first string, second string"))
->>> result.main, result.side_output(REVIEW), result.dead_letters
+Examples:
+    >>> rule_stream = Stream(rules_df).broadcast(RULES)
+    >>> result = (Stream(items_df).key_by("color")
+    ...           .connect(rule_stream)
+    ...           .process(MatchRules(), output_schema="rule string, first string, second string"))
+    >>> result.main, result.side_output(REVIEW), result.dead_letters
 
 ``process`` checks the session's workers, builds and checks the plan (``planning``) and returns
 a ``ProcessResult``; its DataFrames filter the operator's one tagged frame (``layout.py``): main
@@ -76,6 +77,8 @@ class Stream:
         return KeyedStream(self.df, tuple(columns))
 
     def connect(self, broadcast_stream: BroadcastStream) -> BroadcastConnectedStream:
+        """Connect this (non-keyed) stream to a broadcast stream, for a
+        ``BroadcastProcessFunction``."""
         return BroadcastConnectedStream(self, broadcast_stream)
 
 
@@ -88,6 +91,9 @@ class KeyedStream(Stream):
         self.key_columns = key_columns
 
     def connect(self, other: Any) -> Any:
+        """Connect to a broadcast stream (a ``BroadcastConnectedStream``, for a
+        ``KeyedBroadcastProcessFunction``) or to another keyed stream (a
+        ``ConnectedKeyedStreams``, for a ``KeyedCoProcessFunction``)."""
         if isinstance(other, KeyedStream):
             return ConnectedKeyedStreams(self, other)
         return BroadcastConnectedStream(self, other)
@@ -121,6 +127,8 @@ class ConnectedKeyedStreams:
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
                 job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
                 initial_state: InitialState | None = None) -> ProcessResult:
+        """Run a ``KeyedCoProcessFunction`` over both keyed streams (options as for the
+        broadcast ``process``)."""
         if not isinstance(function, KeyedCoProcessFunction):
             raise PipelineError("two connected keyed streams take a KeyedCoProcessFunction")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
@@ -283,9 +291,11 @@ class ProcessResult:
         return self.stream().connect(other)
 
     def key_by(self, *columns: str) -> Any:
+        """Key the main output for the next step (``Stream.key_by``)."""
         return self.stream().key_by(*columns)
 
     def broadcast(self, *descriptors: Any, order_by: str | None = None) -> Any:
+        """Broadcast the main output to the next step (``Stream.broadcast``)."""
         return self.stream().broadcast(*descriptors, order_by=order_by)
 
     @property

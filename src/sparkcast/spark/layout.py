@@ -54,6 +54,8 @@ RESERVED = (TAG, TS, PAYLOAD, OUTPUT)
 
 DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, "
                       "timestamp long, subtask int")
+"""The dead letters' columns as a DDL string: ``ProcessResult.dead_letters``, and the
+``dead_letters`` output that ``write_stream`` writes."""
 
 # ---- files beside ``write_stream``'s data
 MANIFEST = "_sparkcast_outputs.json"  #: the outputs' schemas (``outputs/files.py``)

@@ -3,12 +3,13 @@
 everything. Method names follow Flink's ``TwoInputStreamOperatorTestHarness`` (snake_case): the
 main side is Flink's input 1, the broadcast side input 2.
 
->>> h = KeyedBroadcastHarness(MatchRules(), key_selector=lambda v: v["color"],
-...                           broadcast_descriptors=[RULES])
->>> h.open()
->>> h.process_broadcast_element({"name": "r1", "first": "square", "second": "circle"})
->>> h.process_element({"color": "red", "shape": "square"}, timestamp=13)
->>> h.output()
+Examples:
+    >>> h = KeyedBroadcastHarness(MatchRules(), key_selector=lambda v: v["color"],
+    ...                           broadcast_descriptors=[RULES])
+    >>> h.open()
+    >>> h.process_broadcast_element({"name": "r1", "first": "square", "second": "circle"})
+    >>> h.process_element({"color": "red", "shape": "square"}, timestamp=13)
+    >>> h.output()
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ class BroadcastHarness:
     # ------------------------------------------------------------------------------ lifecycle
 
     def open(self) -> None:
+        """Open the function (its ``open`` creates state handles) and write ``initial_state``;
+        every input needs it first, as in Flink (``with harness:`` opens and closes)."""
         engine = self.engine
         engine.open()
         if self._initial_state:
@@ -101,6 +104,7 @@ class BroadcastHarness:
         self._collect()
 
     def close(self) -> None:
+        """Close the function (its ``close`` runs)."""
         self.engine.close()
         self._opened = False
 
@@ -130,9 +134,12 @@ class BroadcastHarness:
         self._advance(main=watermark, broadcast=watermark)
 
     def process_main_watermark(self, watermark: int) -> None:
+        """A watermark on the main input only; the function's watermark is the lower of the
+        two inputs', as in Flink, so event-time timers wait for the broadcast side too."""
         self._advance(main=watermark)
 
     def process_broadcast_watermark(self, watermark: int) -> None:
+        """A watermark on the broadcast input only."""
         self._advance(broadcast=watermark)
 
     def set_processing_time(self, time: int) -> None:
@@ -176,6 +183,7 @@ class BroadcastHarness:
         return self._expand(None)
 
     def side_output(self, tag: OutputTag) -> list[Any]:
+        """The values emitted to ``tag``, in order."""
         return [value for value, _ in self._expand(tag)]
 
     def dead_letters(self) -> list[DeadLetter]:
@@ -183,6 +191,7 @@ class BroadcastHarness:
         return [value for value, _ in self._expand(DEAD_LETTERS)]
 
     def clear_output(self) -> None:
+        """Forget the outputs collected so far (main, side outputs, dead letters)."""
         self._records.clear()
 
     def broadcast_state(self, descriptor: MapStateDescriptor) -> dict[Any, Any]:
@@ -194,6 +203,7 @@ class BroadcastHarness:
         return [value for value, _, _ in self.engine.hold.items]
 
     def metrics(self) -> dict[str, Any]:
+        """The function's user metrics by name (``MetricGroup.snapshot``)."""
         return self.engine.metrics.snapshot()
 
     # ------------------------------------------------------------------------------ internals
@@ -296,6 +306,7 @@ class KeyedProcessHarness(KeyedBroadcastHarness):
         pass
 
     def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        """Refused with ``PipelineError``: a ``KeyedProcessFunction`` has no broadcast side."""
         raise PipelineError("a KeyedProcessFunction has no broadcast side")
 
 
@@ -331,6 +342,7 @@ class KeyedCoProcessHarness(KeyedBroadcastHarness):
         self.process_element(CoElement(2, value), timestamp)
 
     def process_broadcast_element(self, value: Any, timestamp: int | None = None) -> None:
+        """Refused with ``PipelineError``: input 2 is keyed; use ``process_element2``."""
         raise PipelineError("a KeyedCoProcessFunction has no broadcast side: input 2 is keyed "
                             "(process_element2)")
 

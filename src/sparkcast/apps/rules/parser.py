@@ -26,20 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcast.errors import SparkcastError
-
-
-class RuleError(SparkcastError, ValueError):
-    """A rule that does not parse or does not type-check (the compiler raises it too);
-    ``position`` is a 0-based offset."""
-
-    def __init__(self, message: str, text: str, position: int | None = None) -> None:
-        self.message = message
-        self.text = text
-        self.position = position
-        where = "" if position is None else f" at column {position + 1}"
-        super().__init__(f"{message}{where}: {text!r}")
-
+from sparkcast.errors import RuleError
 
 # ------------------------------------------------------------------------------------- lexer
 
