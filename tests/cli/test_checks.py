@@ -112,6 +112,7 @@ def test_run_help_describes_the_layout_write_stream_writes(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "batch_id=" not in text
     for name in (f"{layout.OUTPUT}={layout.MAIN}/", f"{layout.OUTPUT}=dead_letters/",
+                 f"{layout.OUTPUT}={layout.METRICS}/",
                  layout.MANIFEST, layout.PROGRESS_LOG):
         assert name in text, name
     assert "PATH.py[:NAME]" in text and "ProcessResult" in text and "StreamingQuery" in text

@@ -68,11 +68,11 @@ def add_commands(commands: Any) -> None:
                     "sinks. The file, or the package it belongs to (zipped), is shipped to the "
                     "executors as spark-submit --py-files does.",
         epilog=EPILOG + ". Output layout: <output>/_output=main/, _output=<side output>/, "
-                        "_output=dead_letters/ (parquet, partitioned by _output; read one with "
-                        "sparkcast.spark.read_output(spark, <output>, name)), the outputs' "
-                        "schemas in <output>/_sparkcast_outputs.json and one line per "
-                        "micro-batch in <output>/_sparkcast_progress.jsonl (sparkcast view "
-                        "--output <output>).")
+                        "_output=dead_letters/, _output=_metrics/ (parquet, partitioned by "
+                        "_output; read one with sparkcast.spark.read_output(spark, <output>, "
+                        "name)), the outputs' schemas in <output>/_sparkcast_outputs.json and, "
+                        "for a local output, one line per micro-batch in "
+                        "<output>/_sparkcast_progress.jsonl (sparkcast view --output <output>).")
     run.add_argument("target", metavar="APP|PATH.py[:NAME]",
                      help="an application, or a job file and its function (default pipeline)")
     run.add_argument("--output", help="output folder or URI (see the layout below)")
