@@ -199,3 +199,16 @@ def test_ctrl_c_stops_a_job_and_its_checkpoint_keeps_the_progress(tmp_path, spar
     main_rows, _ = expected_enrichment()
     out = str(tmp_path / "out")
     assert Counter(tuple(r) for r in read_output(spark, out).collect()) == main_rows
+
+
+@pytest.mark.spark
+def test_duration_stops_a_job_between_micro_batches(tmp_path):
+    """--duration shorter than the first micro-batch: the stop waits for it to commit, so no
+    write is aborted (Spark would log the abort as an ERROR with a Java traceback)."""
+    run = subprocess.run(
+        [sys.executable, "-m", "sparkcast.cli", "run", str(EXAMPLE), "--output", "out",
+         "--checkpoint", "ck", "--duration", "3", "--no-view"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "ERROR" not in run.stderr and "Exception" not in run.stderr, run.stderr[-3000:]
+    assert (tmp_path / "ck" / "commits" / "0").exists()

@@ -83,7 +83,9 @@ def add_commands(commands: Any) -> None:
     apps.add_argument("--broadcast", type=Path, help="folder of broadcast files")
     apps.add_argument("--artifacts", type=Path,
                       help="model artifact store (default: <broadcast>/../artifacts)")
-    run.add_argument("--duration", type=float, help="stop after this many seconds")
+    run.add_argument("--duration", type=float,
+                     help="stop after this many seconds (a job file: once the running "
+                          "micro-batch ends)")
     run.add_argument("--available-now", action="store_true",
                      help="process what the input holds now, then stop")
     run.add_argument("--trigger-seconds", type=float,

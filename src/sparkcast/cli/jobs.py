@@ -14,7 +14,7 @@ brings its own sinks; the CLI watches it and stops it). Three steps, the first b
   runner ``transformWithStateInPandas`` starts on the driver sees no py-files
   (``spark/launch/shipping.py``).
 * ``run_job`` calls the function, starts the query and shows the live view until the query
-  ends, ``--duration`` passes or Ctrl-C.
+  ends, Ctrl-C, or ``--duration`` passes (then it stops between two micro-batches).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import importlib
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -128,10 +129,9 @@ def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobR
     ends, ``run.duration`` passes or Ctrl-C; returns the stopped query."""
     ship_job(spark, spec)
     query = start_result(function(spark), spec, run)
-    stop = threading.Timer(run.duration, query.stop) if run.duration else None
-    if stop is not None:
-        stop.daemon = True
-        stop.start()
+    if run.duration:
+        threading.Thread(target=stop_between_batches, args=(query, run.duration), daemon=True,
+                         name="sparkcast-duration").start()
     try:
         from sparkcast.monitoring.watch import view
 
@@ -139,14 +139,21 @@ def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobR
     except KeyboardInterrupt:
         out.write("\nstopping (the checkpoint keeps the progress; run again to resume)…\n")
     finally:
-        if stop is not None:
-            stop.cancel()
         if query.isActive:
             query.stop()
     failure = query.exception()
     if failure is not None:
         raise QueryFailedError(f"the query failed: {failure}") from failure
     return query
+
+
+def stop_between_batches(query: Any, after: float) -> None:
+    """Stop ``query`` once ``after`` seconds have passed and no micro-batch is running (a stop
+    in the middle of one aborts its write, and Spark logs the abort as an ERROR)."""
+    time.sleep(after)
+    while query.isActive and query.status.get("isTriggerActive"):
+        time.sleep(0.2)
+    query.stop()
 
 
 def start_result(result: Any, spec: JobSpec, run: JobRun) -> Any:
