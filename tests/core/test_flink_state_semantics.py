@@ -1,6 +1,6 @@
-"""Flink's keyed-state semantics, restated: each test names the Flink test (``StateBackendTestBase``,
-``TtlStateTestBase`` with its TTL test contexts) or the doc page it follows, and runs on both state
-backends (the harness's and Spark's over in-memory handles).
+"""Flink's keyed-state semantics, restated: each test names the Flink test it follows
+(``StateBackendTestBase``, ``TtlStateTestBase`` with its TTL test contexts) or the doc page, and
+runs on both state backends (the harness's and Spark's over in-memory handles).
 
 Differences that remain are listed in docs/porting.md ("Every difference") with their reason.
 """

@@ -20,7 +20,6 @@ from sparkcast.errors import (
     KeyedStateError,
     StateSerializationError,
     StateTypeError,
-    UserFunctionError,
 )
 
 VALUE = ValueStateDescriptor("value", Types.INT())

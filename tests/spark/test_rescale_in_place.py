@@ -18,6 +18,7 @@ from sparkcast.cli import main
 from sparkcast.errors import IncompatibleCheckpointError, PipelineError
 from sparkcast.spark import read_output, rescale_in_place
 from sparkcast.spark.state.compatibility import read_layout
+from tests.spark.differential import write_batch_file
 from tests.spark.test_state_tools import (
     RULE_BATCHES,
     _events,
@@ -25,7 +26,6 @@ from tests.spark.test_state_tools import (
     _harness_batch,
     _result,
 )
-from tests.spark.differential import write_batch_file
 
 pytestmark = pytest.mark.spark
 

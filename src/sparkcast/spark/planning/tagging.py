@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructType
 
 from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
-from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.layout import (
     BLOB,
     BROADCAST_SIDE,
@@ -37,6 +36,7 @@ from sparkcast.spark.layout import (
     broadcast_column,
     main_column,
 )
+from sparkcast.spark.plan import RuntimePlan
 
 
 def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
