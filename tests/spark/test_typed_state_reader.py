@@ -165,3 +165,24 @@ def test_streamed_checkpoints_read_their_broadcast_snapshot(spark, tmp_path, cap
     assert main(["state", "show", (tmp_path / "ckpt").as_uri()]) == 0
     printed = capsys.readouterr().out
     assert "broadcast rules: 1 entries ['r']" in printed and printed.count("subtask ") == 2
+
+
+def test_spark_types_of_declared_types():
+    """tools/state_types.py: what has one Spark type gets it; the rest stays JSON (None)."""
+    from typing import Any, Optional
+
+    from sparkcast.spark.tools.state_types import fit, spark_type
+
+    class Size(enum.Enum):
+        S = 1
+        L = 3
+
+    assert spark_type(Optional[Reading]).simpleString() == "struct<id:bigint,amount:double>"
+    assert spark_type(set[Size]).simpleString() == "array<bigint>"
+    assert spark_type(tuple[str, float]).simpleString() == "struct<_1:string,_2:double>"
+    assert spark_type(dict[str, list[Rule]]).simpleString() == (
+        "map<string,array<struct<name:string,limit:double,level:string>>>")
+    for undeclared in (None, Any, dict, Types.PICKLED_BYTE_ARRAY(), int | str):
+        assert spark_type(undeclared) is None
+    assert fit({Size.L, Size.S}, spark_type(set[Size])) == [1, 3]
+    assert fit(Rule("r", 2, Level.HIGH), spark_type(Rule)) == ("r", 2.0, "high")

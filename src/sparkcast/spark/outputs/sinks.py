@@ -106,7 +106,8 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     plan = outputs.plan
     _keep_recorded_groups(plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)  # refuses before anything is written
-    if plan.path is not ExecutionPath.STREAMED:  # the batch Spark's repartition added
+    if plan.path is not ExecutionPath.STREAMED and plan.spark is not None:
+        # the batch Spark's repartition added (rescale_in_place) wrote no output
         interval = plan.spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10")
         CommitLog(path, int(interval or 10)).fill(
             checkpoint_files.committed_batches(checkpoint_location))

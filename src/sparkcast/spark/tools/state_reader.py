@@ -205,8 +205,8 @@ def _columns(descriptor: StateDescriptor | None, *, broadcast: bool = False,
     if kind == "map":
         keys, values = (getattr(descriptor, n, None) for n in ("key_type_info", "value_type_info"))
         k_type, v_type = spark_type(keys), spark_type(values)
-        whole = None if k_type is None or v_type is None else MapType(k_type, v_type, True)
-        return key, _Column(whole, lambda v: state_value(_text(v), descriptor))
+        entries = None if k_type is None or v_type is None else MapType(k_type, v_type, True)
+        return key, _Column(entries, lambda v: state_value(_text(v), descriptor))
     each = spark_type(descriptor.type_info)
     whole = ArrayType(each, True) if kind == "list" and each is not None else each
     return key, _Column(whole, lambda v: state_value(_text(v), descriptor))
@@ -217,6 +217,7 @@ def _key_type(key_columns: list[str]) -> DataType | None:
     if not key_columns:
         return None
     struct = StructType.fromDDL(", ".join(key_columns))
+    assert isinstance(struct, StructType)
     return struct.fields[0].dataType if len(struct.fields) == 1 else struct
 
 

@@ -63,11 +63,9 @@ def _spark_type(declared: Any, seen: set[type]) -> DataType | None:
         kinds = {_spark_type(type(m.value), seen) for m in declared}
         return kinds.pop() if len(kinds) == 1 else None
     if is_record_type(declared) and declared not in seen:
-        fields = [(name, _spark_type(hint, seen | {declared}))
-                  for name, hint, _ in record_fields(declared)]
-        if any(kind is None for _, kind in fields):
-            return None
-        return StructType([StructField(name, kind, True) for name, kind in fields])
+        fields = [StructField(name, kind, True) for name, hint, _ in record_fields(declared)
+                  if (kind := _spark_type(hint, seen | {declared})) is not None]
+        return StructType(fields) if len(fields) == len(record_fields(declared)) else None
     return None
 
 
@@ -76,8 +74,9 @@ def _generic(declared: Any, origin: Any, seen: set[type]) -> DataType | None:
     if origin in (typing.Union, types.UnionType):
         kinds = {_spark_type(a, seen) for a in args}
         return kinds.pop() if len(kinds) == 1 else None
-    parts = [_spark_type(a, seen) for a in args if a is not Ellipsis]
-    if not parts or any(p is None for p in parts):
+    found = [_spark_type(a, seen) for a in args if a is not Ellipsis]
+    parts = [p for p in found if p is not None]
+    if not parts or len(parts) != len(found):
         return None
     if origin in _LISTS or (origin is tuple and Ellipsis in typing.get_args(declared)):
         return ArrayType(parts[0], True)
@@ -97,13 +96,21 @@ def fit(value: Any, kind: DataType) -> Any:
     if isinstance(kind, StructType):
         return _struct(value, kind)
     if isinstance(kind, ArrayType):
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        return [fit(item, kind.elementType) for item in items]
+        items = [fit(item, kind.elementType) for item in value]
+        return _sorted(items) if isinstance(value, (set, frozenset)) else items
     if isinstance(kind, MapType):
         return {fit(k, kind.keyType): fit(v, kind.valueType) for k, v in value.items()}
     if isinstance(kind, DoubleType):
         return float(value)
     return value
+
+
+def _sorted(items: list[Any]) -> list[Any]:
+    """A set's members in a stable order (by value; by text when they do not compare)."""
+    try:
+        return sorted(items)
+    except TypeError:
+        return sorted(items, key=repr)
 
 
 def _struct(value: Any, kind: StructType) -> tuple[Any, ...]:
