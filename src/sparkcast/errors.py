@@ -11,7 +11,7 @@ class of the package is defined and importable here, the applications' too:
     │   │                                     when it is built (on Spark, on the driver)
     │   └── IncompatibleCheckpointError       a restart whose layout the checkpoint cannot serve
     ├── ArgumentTypeError (TypeError)         an API call given an argument of the wrong type
-    ├── MissingKeyError (KeyError)            ``[]`` on a key that is not there (map state, Row)
+    ├── MissingKeyError (KeyError)            ``[]`` on a field that is not there (Row)
     ├── MissingAttributeError (AttributeError)  a name the ``sparkcast`` package does not have
     ├── UndefinedMethodError (NotImplementedError)  a base-class method the user's class must
     │                                         define, called without being defined
@@ -63,8 +63,8 @@ class ArgumentTypeError(SparkcastError, TypeError):
 
 
 class MissingKeyError(SparkcastError, KeyError):
-    """``state[key]`` (map state, broadcast state) or ``row["field"]`` where there is no such
-    key; a ``KeyError``, as the mapping protocol requires (``get`` returns ``None`` instead)."""
+    """``row["field"]`` where there is no such field; a ``KeyError``, as the mapping protocol
+    requires. (``state[key]`` of map and broadcast state is ``get(key)``, as in PyFlink.)"""
 
 
 class MissingAttributeError(SparkcastError, AttributeError):
