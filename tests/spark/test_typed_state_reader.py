@@ -177,7 +177,8 @@ def test_spark_types_of_declared_types():
         S = 1
         L = 3
 
-    assert spark_type(Optional[Reading]).simpleString() == "struct<id:bigint,amount:double>"
+    for optional in (Optional[Reading], Reading | None):  # noqa: UP045 (both spellings)
+        assert spark_type(optional).simpleString() == "struct<id:bigint,amount:double>"
     assert spark_type(set[Size]).simpleString() == "array<bigint>"
     assert spark_type(tuple[str, float]).simpleString() == "struct<_1:string,_2:double>"
     assert spark_type(dict[str, list[Rule]]).simpleString() == (
