@@ -57,6 +57,26 @@ def observed(tagged: DataFrame, name: str | Observation,
     return tagged.observe(name, *_metric_columns(tagged.sparkSession))
 
 
+def observed_row(observation: Observation) -> dict[str, Any]:
+    """An ``Observation``'s row as Python values. PySpark 4.0's ``Observation.get`` leaves the
+    array and map columns (``subtask_reports``, ``outputs``) as Scala collections, py4j
+    handles a JSON encoder cannot write; 4.1 and later convert them."""
+    return {name: _python_value(value) for name, value in observation.get.items()}
+
+
+def _python_value(value: Any) -> Any:
+    from py4j.java_gateway import JavaObject
+
+    if not isinstance(value, JavaObject):
+        return value
+    items, walk = [], value.iterator()
+    while walk.hasNext():
+        items.append(walk.next())
+    if "Map" in value.getClass().getName():  # items are Scala pairs
+        return {_python_value(pair._1()): _python_value(pair._2()) for pair in items}
+    return [_python_value(item) for item in items]
+
+
 def _metric_columns(spark: SparkSession) -> list[Column]:
     """Built once per Spark context (~0.2 s a time, and the streamed path observes every
     micro-batch); Spark Connect builds them anew."""
