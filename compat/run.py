@@ -29,7 +29,8 @@ VERSIONS = ("4.0.0", "4.3.0")
 
 def clean_env() -> dict[str, str]:
     """No source tree on the path, no outer virtualenv."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    skip = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV")
+    return {k: v for k, v in os.environ.items() if k not in skip}
 
 
 def build_wheel(out: Path) -> Path:

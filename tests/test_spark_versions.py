@@ -65,3 +65,15 @@ def test_the_spark_runtime_names_the_range_on_first_use(monkeypatch):
     monkeypatch.setattr(pyspark, "__version__", "3.5.3")
     with pytest.raises(UnsupportedSparkError, match=re.escape(SUPPORTED)):
         sparkcast.spark.require_pyspark()
+
+
+@pytest.mark.parametrize("provider, accepted", [
+    ("org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider", True),
+    ("com.databricks.sql.streaming.state.RocksDBStateStoreProvider", True),  # a vendor's build
+    ("org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider", False),
+    ("", False)])
+def test_the_state_store_check_takes_a_vendor_build_of_rocksdb(provider, accepted):
+    """Databricks ships its own RocksDB provider class (docs/deploy.md, "Databricks")."""
+    from sparkcast.spark.environment import is_rocksdb
+
+    assert is_rocksdb(provider) is accepted

@@ -119,7 +119,8 @@ def arrow_schema(schema: StructType) -> pa.Schema:
 
     if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4.2 and later
         return to_arrow_schema(schema, timezone="UTC")
-    return to_arrow_schema(schema, timestamp_utc=True)  # PySpark 4.0 and 4.1: the same types
+    # PySpark 4.0 and 4.1: the same types under the older keyword
+    return to_arrow_schema(schema, timestamp_utc=True)  # type: ignore[call-arg]
 
 
 def _pairs(output: CheckedOutput | None) -> list[tuple[pa.Table, list[int | None]]]:

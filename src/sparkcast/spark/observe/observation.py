@@ -65,7 +65,7 @@ def observed_row(observation: Observation) -> dict[str, Any]:
 
 
 def _python_value(value: Any) -> Any:
-    from py4j.java_gateway import JavaObject
+    from py4j.java_gateway import JavaObject  # type: ignore[import-untyped]
 
     if not isinstance(value, JavaObject):
         return value
