@@ -69,12 +69,17 @@ def _python_value(value: Any) -> Any:
 
     if not isinstance(value, JavaObject):
         return value
-    items, walk = [], value.iterator()
+    if "Map" in value.getClass().getName():
+        return {_python_value(k): _python_value(value.apply(k)) for k in _scala_items(
+            value.keys())}
+    return [_python_value(item) for item in _scala_items(value)]
+
+
+def _scala_items(collection: Any) -> list[Any]:
+    items, walk = [], collection.iterator()
     while walk.hasNext():
         items.append(walk.next())
-    if "Map" in value.getClass().getName():  # items are Scala pairs
-        return {_python_value(pair._1()): _python_value(pair._2()) for pair in items}
-    return [_python_value(item) for item in items]
+    return items
 
 
 def _metric_columns(spark: SparkSession) -> list[Column]:
