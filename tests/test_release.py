@@ -26,9 +26,9 @@ import pytest
 import sparkcast
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__",
-                              ".pytest_cache", ".ruff_cache", ".mypy_cache", "benchmarks",
-                              "spark-warehouse", ".sparkcast-demo")
+SKIP = shutil.ignore_patterns(".venv*", ".git", "site", "build", "dist", "*.egg-info",
+                              "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache",
+                              "benchmarks", "spark-warehouse", ".sparkcast-demo")
 
 
 def _clean_env(**more: str) -> dict[str, str]:
