@@ -41,6 +41,7 @@ from sparkcast.errors import (
     TimerError,
     UndefinedMethodError,
     UnknownStateError,
+    UnsupportedSparkError,
     UserFunctionError,
 )
 
@@ -144,6 +145,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (UndefinedMethodError, (SparkcastError, NotImplementedError)),
         (MissingDependencyError, (SparkcastError, ModuleNotFoundError)),
         (JavaNotFoundError, (SparkcastError, RuntimeError)),
+        (UnsupportedSparkError, (SparkcastError, RuntimeError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),
@@ -190,7 +192,7 @@ def test_every_error_class_is_importable_from_sparkcast_errors():
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 25
+    assert len(ours) == 26
     defined = _defined_errors()
     assert set(ours) == defined
     for cls in defined:

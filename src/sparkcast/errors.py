@@ -18,6 +18,7 @@ class of the package is defined and importable here, the applications' too:
     ├── MissingDependencyError (ModuleNotFoundError)  an optional package is not installed; the
     │                                         message names the extra to install
     ├── JavaNotFoundError (RuntimeError)      no Java that Spark runs on; the message says how
+    ├── UnsupportedSparkError (RuntimeError)  a PySpark outside the tested range; names the range
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
@@ -87,6 +88,11 @@ class MissingDependencyError(SparkcastError, ModuleNotFoundError):
 class JavaNotFoundError(SparkcastError, RuntimeError):
     """No Java that Spark runs on was found; the message says which versions and how to get
     one."""
+
+
+class UnsupportedSparkError(SparkcastError, RuntimeError):
+    """The installed PySpark is outside the range sparkcast is tested on; the message names the
+    range and the version found (``spark/launch/versions.py``)."""
 
 
 class StateError(SparkcastError):
