@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint docs clean bench bench-quick bench-deps
+.PHONY: install test demo lint docs clean bench bench-quick bench-deps compat
 
 install: $(STAMP)
 
@@ -57,6 +57,12 @@ bench: bench-deps  ## every workload and system, ~20-25 min; run on a quiet mach
 
 bench-quick: bench-deps  ## the same at small sizes, 3-4 min; prints the table, leaves docs/ alone
 	$(PY) benchmarks/run.py --mode quick
+
+# The smoke job on the oldest and newest supported PySpark, each from PyPI in its own virtualenv
+# with this tree's wheel (compat/.venv-<version>); not part of `make test`. About 5-10 min the
+# first time (two PySpark downloads), results recorded in docs/deploy.md ("Spark versions").
+compat: install
+	$(PY) compat/run.py --python $(PYTHON)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist site src/*.egg-info

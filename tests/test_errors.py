@@ -41,6 +41,7 @@ from sparkcast.errors import (
     TimerError,
     UndefinedMethodError,
     UnknownStateError,
+    UnsupportedSparkError,
     UserFunctionError,
 )
 
@@ -144,6 +145,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (UndefinedMethodError, (SparkcastError, NotImplementedError)),
         (MissingDependencyError, (SparkcastError, ModuleNotFoundError)),
         (JavaNotFoundError, (SparkcastError, RuntimeError)),
+        (UnsupportedSparkError, (SparkcastError, RuntimeError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),

@@ -15,8 +15,9 @@ MODULES = sorted(SRC.rglob("*.py"))
 # namedtuple's public API is spelled with a leading underscore
 NAMEDTUPLE_API = frozenset({"_make", "_fields", "_asdict", "_replace", "_field_defaults"})
 # PySpark's handles on the JVM objects behind a DataFrame and a StreamingQuery (the way PySpark
-# itself and its users reach the Spark internals it does not wrap; spark/batch_sides.py)
-PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsq"})
+# itself and its users reach the Spark internals it does not wrap; spark/batch_sides.py), and
+# PySpark 4.2+'s only door to Spark's offline state repartition (spark/tools/rescale.py)
+PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsq", "_streamingCheckpointManager"})
 
 
 def _private(name: str) -> bool:

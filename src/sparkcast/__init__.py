@@ -39,8 +39,7 @@ from sparkcast.api import (
     ValueStateDescriptor,
 )
 from sparkcast.errors import MissingAttributeError, SparkcastError
-
-__version__ = "0.1.0"
+from sparkcast.version import __version__ as __version__
 
 _SPARK_NAMES = ("Stream",)
 

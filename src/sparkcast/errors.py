@@ -11,13 +11,14 @@ class of the package is defined and importable here, the applications' too:
     │   │                                     when it is built (on Spark, on the driver)
     │   └── IncompatibleCheckpointError       a restart whose layout the checkpoint cannot serve
     ├── ArgumentTypeError (TypeError)         an API call given an argument of the wrong type
-    ├── MissingKeyError (KeyError)            ``[]`` on a key that is not there (map state, Row)
+    ├── MissingKeyError (KeyError)            ``[]`` on a field that is not there (Row)
     ├── MissingAttributeError (AttributeError)  a name the ``sparkcast`` package does not have
     ├── UndefinedMethodError (NotImplementedError)  a base-class method the user's class must
     │                                         define, called without being defined
     ├── MissingDependencyError (ModuleNotFoundError)  an optional package is not installed; the
     │                                         message names the extra to install
     ├── JavaNotFoundError (RuntimeError)      no Java that Spark runs on; the message says how
+    ├── UnsupportedSparkError (RuntimeError)  a PySpark outside the tested range; names the range
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
@@ -65,8 +66,8 @@ class ArgumentTypeError(SparkcastError, TypeError):
 
 
 class MissingKeyError(SparkcastError, KeyError):
-    """``state[key]`` (map state, broadcast state) or ``row["field"]`` where there is no such
-    key; a ``KeyError``, as the mapping protocol requires (``get`` returns ``None`` instead)."""
+    """``row["field"]`` where there is no such field; a ``KeyError``, as the mapping protocol
+    requires. (``state[key]`` of map and broadcast state is ``get(key)``, as in PyFlink.)"""
 
 
 class MissingAttributeError(SparkcastError, AttributeError):
@@ -89,6 +90,11 @@ class MissingDependencyError(SparkcastError, ModuleNotFoundError):
 class JavaNotFoundError(SparkcastError, RuntimeError):
     """No Java that Spark runs on was found; the message says which versions and how to get
     one."""
+
+
+class UnsupportedSparkError(SparkcastError, RuntimeError):
+    """The installed PySpark is outside the range sparkcast is tested on; the message names the
+    range and the version found (``spark/launch/versions.py``)."""
 
 
 class StateError(SparkcastError):

@@ -18,10 +18,8 @@ from sparkcast import (
 )
 from sparkcast.errors import (
     KeyedStateError,
-    MissingKeyError,
     StateSerializationError,
     StateTypeError,
-    UserFunctionError,
 )
 
 VALUE = ValueStateDescriptor("value", Types.INT())
@@ -220,12 +218,9 @@ def test_map_state_python_syntax(h):
     assert run(h, "a", _python_syntax) == (10, True, False, ["k"])
 
 
-def test_map_state_getitem_of_a_missing_key_raises_key_error(h):
-    # the user's code missed a key: wrapped with function, callback and key; the cause a KeyError
-    with pytest.raises(UserFunctionError) as info:
-        run(h, "a", lambda s: s.map["missing"])
-    assert isinstance(info.value.__cause__, MissingKeyError)
-    assert isinstance(info.value.__cause__, KeyError)
+def test_map_state_getitem_of_a_missing_key_is_none_as_in_pyflink(h):
+    # PyFlink's MapState.__getitem__ returns get(key): None for a missing key, no KeyError
+    assert run(h, "a", lambda s: s.map["missing"]) is None
 
 
 def test_map_clear_is_per_key(h):

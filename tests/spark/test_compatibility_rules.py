@@ -132,3 +132,56 @@ def test_a_declared_type_may_evolve_as_old_state_reads_and_nothing_else():
     (line,) = differences(old, more)
     assert line.startswith('keyed_state: the checkpoint has {"last": "value<Rule>"}, this '
                            'pipeline {"last": "value<Rule>", "n": "value<int>"}')
+
+
+def test_a_refused_layout_version_names_the_release_that_wrote_the_checkpoint():
+    new = {**OLD, "layout_version": 3, "sparkcast_version": "0.9.0"}
+    (line,) = differences({**OLD, "sparkcast_version": "0.3.0"}, new)
+    assert line.startswith("layout_version: the checkpoint has 1, this pipeline 3 (this "
+                           "checkpoint was written by sparkcast 0.3.0, under another layout")
+    assert "run sparkcast 0.3.0" in line and "'Upgrades'" in line
+    (unrecorded,) = differences(OLD, new)  # 0.2.0 recorded no version
+    assert "a sparkcast release before 0.3.0" in unrecorded
+
+
+def test_the_writing_release_is_recorded_but_never_refuses():
+    import sparkcast
+
+    older = {**OLD, "sparkcast_version": "0.3.0"}
+    newer = {**OLD, "sparkcast_version": sparkcast.__version__ + ".post1"}
+    assert differences(older, newer) == [] and differences(OLD, newer) == []
+    assert layout_to_keep(older, newer)["sparkcast_version"] == newer["sparkcast_version"]
+
+
+def _plan():
+    """The fields of a plan that ``layout_of`` reads."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(path="operator", function=object(), keyed=False, main_fields=[],
+                           key_positions=[], key_types=[], parallelism=1,
+                           subtask_of_group={0: 0}, state_buckets=1, broadcast_descriptors=[],
+                           keyed_descriptors=[], time_mode="None", event_time=None,
+                           output_schema=SimpleNamespace(simpleString=lambda: "struct<>"),
+                           side_schemas={})
+
+
+def test_the_layout_record_names_this_release(tmp_path):
+    import sparkcast
+    from sparkcast.spark.state.compatibility import check_checkpoint, read_layout
+
+    (tmp_path / "commits").mkdir()
+    check_checkpoint(_plan(), str(tmp_path))  # no committed batch yet: recorded
+    assert read_layout(str(tmp_path))["sparkcast_version"] == sparkcast.__version__
+
+
+def test_committed_batches_without_a_layout_record_are_refused(tmp_path):
+    """sparkcast 0.1.0 wrote layout 1 and recorded nothing: such a checkpoint is not run."""
+    from sparkcast.spark.state.compatibility import check_checkpoint
+
+    (tmp_path / "commits").mkdir()
+    (tmp_path / "commits" / "0").write_text("v1\n{}\n")
+    with pytest.raises(IncompatibleCheckpointError, match="no layout record .* sparkcast "
+                       "0.1.0") as refused:
+        check_checkpoint(_plan(), str(tmp_path))
+    assert "nothing was run" in str(refused.value)
+    assert not (tmp_path / "sparkcast" / "layout.json").exists()

@@ -6,8 +6,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import Generic, TypeVar
 
-from sparkcast.errors import MissingKeyError
-
 K = TypeVar("K")
 V = TypeVar("V")
 T = TypeVar("T")
@@ -108,10 +106,9 @@ class ReadableMap(ABC, Generic[K, V]):
     def is_empty(self) -> bool:
         """Whether there are no entries."""
 
-    def __getitem__(self, key: K) -> V:
-        if not self.contains(key):
-            raise MissingKeyError(key)
-        return self.get(key)  # type: ignore[return-value]
+    def __getitem__(self, key: K) -> V | None:
+        """``get(key)``: None for a missing key, as PyFlink's ``MapState.__getitem__``."""
+        return self.get(key)
 
     def __contains__(self, key: object) -> bool:
         return self.contains(key)  # type: ignore[arg-type]

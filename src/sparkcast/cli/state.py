@@ -4,6 +4,7 @@
 
     sparkcast state show CHECKPOINT [--key K] [--batch-id N]
     sparkcast state rescale CHECKPOINT NEW_CHECKPOINT --parallelism P [--state-buckets B]
+    sparkcast state rescale CHECKPOINT --partitions N      (in place, Spark's repartition)
 """
 
 from __future__ import annotations
@@ -32,8 +33,11 @@ def add_commands(commands: Any) -> None:
     show.add_argument("--batch-id", type=int, help="as of this batch (default: the last)")
     rescale = actions.add_parser("rescale", help="write the state at a new parallelism")
     rescale.add_argument("checkpoint")
-    rescale.add_argument("new_checkpoint")
-    rescale.add_argument("--parallelism", type=int, required=True)
+    rescale.add_argument("new_checkpoint", nargs="?",
+                         help="a new checkpoint (with --parallelism); leave out with --partitions")
+    rescale.add_argument("--parallelism", type=int, help="new virtual subtasks (new checkpoint)")
+    rescale.add_argument("--partitions", type=int,
+                         help="new Spark partitions of the same checkpoint (Spark's repartition)")
     rescale.add_argument("--state-buckets", type=int)
 
 
@@ -41,8 +45,14 @@ def run(args: argparse.Namespace) -> int:
     from sparkcast.spark import session
 
     spark = session("local[2]", "sparkcast-state")
+    if args.action == "rescale" and args.partitions is not None:
+        return _rescale_in_place(spark, args)
     if args.action == "rescale":
         from sparkcast.spark.tools.rescale import rescale
+
+        if args.new_checkpoint is None or args.parallelism is None:
+            raise SystemExit("state rescale: give NEW_CHECKPOINT --parallelism P, or "
+                             "--partitions N to rescale in place")
 
         summary = rescale(spark, args.checkpoint, args.new_checkpoint, args.parallelism,
                           args.state_buckets)
@@ -55,6 +65,18 @@ def run(args: argparse.Namespace) -> int:
     _, seeds = read_subtasks(spark, args.checkpoint, args.batch_id)
     key = None if args.key is None else _parse_key(args.key)
     print("\n".join(summary_lines(seeds, key)))
+    return 0
+
+
+def _rescale_in_place(spark: Any, args: argparse.Namespace) -> int:
+    from sparkcast.spark.tools.rescale import rescale_in_place
+
+    if args.new_checkpoint is not None or args.parallelism is not None:
+        raise SystemExit("state rescale --partitions works in place: no NEW_CHECKPOINT, "
+                         "no --parallelism")
+    summary = rescale_in_place(spark, args.checkpoint, args.partitions)
+    print(json.dumps(summary, indent=1, default=str))
+    print("restart the job unchanged on the same checkpoint and input")
     return 0
 
 

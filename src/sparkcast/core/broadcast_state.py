@@ -15,7 +15,6 @@ from sparkcast.core.codec import check_storable, untyped
 from sparkcast.core.converters import broadcast_converter
 from sparkcast.core.frozen import freeze, thaw
 from sparkcast.errors import (
-    MissingKeyError,
     ReadOnlyStateError,
     StateTypeError,
     UnknownStateError,
@@ -61,10 +60,7 @@ class ReadOnlyBroadcastStateView(ReadOnlyBroadcastState):
         return len(self._entries)
 
     def __getitem__(self, key: Any) -> Any:
-        try:
-            return self._entries[key]
-        except KeyError:  # the table's own KeyError: say it as every other state does
-            raise MissingKeyError(key) from None
+        return self._entries.get(key)  # PyFlink: state[key] is get(key), None when missing
 
     def __contains__(self, key: object) -> bool:
         return key in self._entries

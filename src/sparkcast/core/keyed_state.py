@@ -43,7 +43,7 @@ class _Ttl:
     def __init__(self, config: StateTtlConfig, scope: KeyScope) -> None:
         self._millis = config.ttl_millis
         self.refresh_on_read = config.refresh_on_read
-        self._hide_expired = config.state_visibility is _NEVER_RETURN
+        self.hide_expired = config.state_visibility is _NEVER_RETURN
         self._scope = scope
 
     def wrap(self, value: Any) -> list[Any]:
@@ -53,7 +53,7 @@ class _Ttl:
         """(value or _MISSING if expired and hidden, refreshed record or None)."""
         value, expires_at = stored
         if expires_at <= self._scope.processing_time:
-            return (_MISSING if self._hide_expired else value), None
+            return (_MISSING if self.hide_expired else value), None
         return value, (self.wrap(value) if self.refresh_on_read else None)
 
     def expired(self, stored: list[Any]) -> bool:
@@ -138,6 +138,9 @@ class ReducingStateImpl(_KeyedState, ReducingState):
         return None if value is _MISSING else value
 
     def add(self, value: Any) -> None:
+        if value is None:  # Flink's heap backend: adding null clears
+            self.clear()
+            return
         value = self._check(value)
         current = self._get()
         descriptor = self._descriptor
@@ -157,6 +160,9 @@ class AggregatingStateImpl(_KeyedState, AggregatingState):
         return self._function().get_result(accumulator)
 
     def add(self, value: Any) -> None:
+        if value is None:  # Flink's heap backend (HeapAggregatingState.add): null clears
+            self.clear()
+            return
         accumulator = self._get()
         function = self._function()
         if accumulator is _MISSING:
@@ -180,19 +186,27 @@ class ListStateImpl(_KeyedState, ListState):
         if self._ttl is None:
             return list(stored)
         live = [item for item in stored if not self._ttl.expired(item)]
-        if self._ttl.refresh_on_read:  # reading the list reads every element
+        # Flink's TtlListState: expired elements are returned with ReturnExpiredIfNotCleanedUp
+        # and cleaned up on this access; reading the list reads (refreshes) every live element
+        shown = live if self._ttl.hide_expired else stored
+        if self._ttl.refresh_on_read:
             live = [self._ttl.wrap(item[0]) for item in live]
-        self._store(live)
-        return [item[0] for item in live]
+        if live != stored:
+            self._store(live)
+        return [item[0] for item in shown]
 
     def add(self, value: Any) -> None:
         self.add_all([value])
 
     def add_all(self, values: list[Any]) -> None:
+        if values is None:  # Flink: "List of values to add cannot be null."
+            raise StateTypeError(f"list state {self._name!r}: add_all(None); pass a list")
         for value in values:
             if value is None:
                 raise StateTypeError(f"list state {self._name!r}: cannot add None")
         values = [self._check(value) for value in values]
+        if not values:  # Flink: addAll of an empty list leaves an empty state empty
+            return
         key = self._key()
         table = self._table()
         stored = list(table.get(key, ()))
@@ -200,9 +214,15 @@ class ListStateImpl(_KeyedState, ListState):
         table[key] = stored
 
     def update(self, values: list[Any]) -> None:
+        if values is None:  # Flink: "List of values to update cannot be null."
+            raise StateTypeError(f"list state {self._name!r}: update(None); pass a list "
+                                 "(update([]) or clear() empties it)")
+        values = list(values)
+        if any(value is None for value in values):  # checked before anything changes
+            raise StateTypeError(f"list state {self._name!r}: cannot add None")
         self.clear()
         if values:
-            self.add_all(list(values))
+            self.add_all(values)
 
     def _store(self, stored: list[Any]) -> None:
         if stored:
@@ -215,15 +235,34 @@ class MapStateImpl(_KeyedState, MapState):
     """A dict per key; with TTL each entry carries its own expiry."""
 
     def _entries(self) -> dict[Any, Any]:
+        """The live entries (TTL-wrapped); expired ones are cleaned up here."""
+        return self._read_entries()[0]
+
+    def _read_entries(self) -> tuple[dict[Any, Any], dict[Any, Any]]:
+        """(live entries, entries to show): with ReturnExpiredIfNotCleanedUp an access shows the
+        expired entries it cleans up, once (Flink's TtlMapState)."""
         stored = self._table().get(self._key(), _MISSING)
         if stored is _MISSING:
-            return {}
+            return {}, {}
         if self._ttl is None:
-            return stored
+            return stored, stored
         live = {k: v for k, v in stored.items() if not self._ttl.expired(v)}
-        if len(live) != len(stored):
-            self._store(live)
-        return live
+        if len(live) == len(stored):
+            return live, live
+        shown = live if self._ttl.hide_expired else dict(stored)
+        self._store(live)
+        return live, shown
+
+    def _read_all(self) -> dict[Any, Any]:
+        """Every entry an iteration returns, refreshed as read when OnReadAndWrite (Flink's
+        entries(), keys() and values() all read each entry)."""
+        live, shown = self._read_entries()
+        if self._ttl is None:
+            return shown
+        if self._ttl.refresh_on_read and live:
+            refreshed = {k: self._ttl.wrap(v[0]) for k, v in live.items()}
+            self._store(refreshed)
+        return {k: v[0] for k, v in shown.items()}
 
     def _store(self, entries: dict[Any, Any]) -> None:
         if entries:
@@ -232,34 +271,38 @@ class MapStateImpl(_KeyedState, MapState):
             self.clear()
 
     def get(self, key: Any) -> Any:
-        entries = self._entries()
-        if key not in entries:
-            return None
+        value = self._read_one(key)
+        return None if value is _MISSING else value
+
+    def _read_one(self, key: Any) -> Any:
+        """One entry's value or _MISSING, as Flink's TtlMapState reads it: an expired entry is
+        removed (and returned once if visible), a live one refreshed when OnReadAndWrite."""
+        stored = self._table().get(self._key(), _MISSING)
+        if stored is _MISSING or key not in stored:
+            return _MISSING
         if self._ttl is None:
-            return entries[key]
-        value, refreshed = self._ttl.read(entries[key])
-        if refreshed is not None:
-            entries[key] = refreshed
+            return stored[key]
+        value, refreshed = self._ttl.read(stored[key])
+        if self._ttl.expired(stored[key]):
+            entries = dict(stored)
+            del entries[key]
             self._store(entries)
+        elif refreshed is not None:
+            stored[key] = refreshed
+            self._store(stored)
         return value
 
     def contains(self, key: Any) -> bool:
-        return key in self._entries()
+        return self._read_one(key) is not _MISSING  # a read, as Flink's contains
 
     def items(self) -> Iterable[tuple[Any, Any]]:
-        entries = self._entries()
-        if self._ttl is None:
-            return list(entries.items())
-        if self._ttl.refresh_on_read and entries:  # iterating the values reads every entry
-            entries = {k: self._ttl.wrap(v[0]) for k, v in entries.items()}
-            self._store(entries)
-        return [(k, v[0]) for k, v in entries.items()]
+        return list(self._read_all().items())
 
     def keys(self) -> Iterable[Any]:
-        return list(self._entries().keys())
+        return list(self._read_all().keys())
 
     def values(self) -> Iterable[Any]:
-        return [v for _, v in self.items()]
+        return list(self._read_all().values())
 
     def is_empty(self) -> bool:
         return not self._entries()
@@ -271,6 +314,8 @@ class MapStateImpl(_KeyedState, MapState):
         self.put_all({key: value})
 
     def put_all(self, dict_value: dict[Any, Any]) -> None:
+        if dict_value is None:  # Flink's TtlMapState.putAll: a null map puts nothing
+            return
         checked = {}
         for key, value in dict_value.items():
             self._check_key(key)

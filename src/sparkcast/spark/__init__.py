@@ -32,6 +32,7 @@ _EXPORTS = {
     "read_output": "sparkcast.spark.outputs.files",
     "read_state": "sparkcast.spark.tools.state_reader",
     "rescale": "sparkcast.spark.tools.rescale",
+    "rescale_in_place": "sparkcast.spark.tools.rescale",
     "serve_metrics": "sparkcast.spark.observe.prometheus",
     "session": "sparkcast.spark.launch.builder",
     "state_value": "sparkcast.spark.tools.state_reader",
@@ -48,6 +49,7 @@ __all__ = [
     "read_output",
     "read_state",
     "rescale",
+    "rescale_in_place",
     "serve_metrics",
     "session",
     "state_value",
@@ -56,13 +58,17 @@ __all__ = [
 
 def require_pyspark() -> None:
     """PySpark is an optional dependency: say which extra to install (Quix Streams' habit),
-    instead of a bare ``No module named 'pyspark'``."""
+    instead of a bare ``No module named 'pyspark'``; and one in the tested range, instead of an
+    ``ImportError`` of a name an older PySpark lacks (``launch/versions.py``)."""
     try:
         import pyspark  # noqa: F401
     except ImportError as exc:
         raise MissingDependencyError(
             f"sparkcast.spark runs on Apache Spark and needs PySpark, which is not installed "
             f"({exc}): {INSTALL_HINT}", name="pyspark") from exc
+    from sparkcast.spark.launch.versions import check_pyspark
+
+    check_pyspark()
 
 
 def __getattr__(name: str) -> Any:

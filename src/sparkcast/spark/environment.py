@@ -14,6 +14,12 @@ ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvi
 SPARK_DEFAULT_PARTITIONS = "200"
 
 
+def is_rocksdb(provider: str) -> bool:
+    """Spark's RocksDB state store, or a vendor's build of it under the same class name
+    (Databricks: ``com.databricks.sql.streaming.state.RocksDBStateStoreProvider``)."""
+    return provider.rsplit(".", 1)[-1] == ROCKSDB.rsplit(".", 1)[-1]
+
+
 def master_of(spark: Any) -> str:
     """The session's master URL (``local[2]``, ``spark://h:7077``, ``yarn``, ``k8s://...``)."""
     try:

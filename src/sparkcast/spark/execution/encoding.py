@@ -7,6 +7,7 @@ typed Arrow columns, side outputs and dead letters become JSON payloads (``paylo
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -116,7 +117,10 @@ def arrow_schema(schema: StructType) -> pa.Schema:
     the core's DDL parser, ``core/ddl.py``, gives them to the harness)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(schema, timezone="UTC")
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:  # PySpark 4.2 and later
+        return to_arrow_schema(schema, timezone="UTC")
+    # PySpark 4.0 and 4.1: the same types under the older keyword
+    return to_arrow_schema(schema, timestamp_utc=True)  # type: ignore[call-arg]
 
 
 def _pairs(output: CheckedOutput | None) -> list[tuple[pa.Table, list[int | None]]]:

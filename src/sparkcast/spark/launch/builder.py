@@ -22,6 +22,7 @@
   wins, since the driver JVM is already running);
   ``spark.ui.enabled`` / ``showConsoleProgress`` off: no port to bind, no progress bars in logs
   (``ui=True`` switches the UI on);
+* the installed PySpark is one of the tested range (``versions.py``), else one clear error;
 * logs stay at Spark's own level with only known noise silenced (``quiet.py``);
   ``metrics_port`` serves the Prometheus endpoint (``observe/prometheus.py``).
 
@@ -39,6 +40,7 @@ from typing import Any
 from sparkcast.spark.environment import ROCKSDB, STATE_STORE
 from sparkcast.spark.launch.java import ensure_java
 from sparkcast.spark.launch.quiet import java_options, start_filtered_context
+from sparkcast.spark.launch.versions import check_pyspark
 from sparkcast.spark.observe.prometheus import serve_metrics
 
 DEFAULTS: dict[str, str] = {
@@ -68,6 +70,7 @@ def session(
     ``ui=True`` switches the Spark UI on (http://localhost:4040); ``quiet=False`` keeps Spark's
     state-server WARNs and the Python workers' banners; ``metrics_port`` starts the Prometheus
     endpoint on ``metrics_host`` (``0`` picks a free port: ``sparkcast.spark.metrics_url()``)."""
+    check_pyspark()
     settings = {**DEFAULTS, **({"spark.ui.enabled": "true"} if ui else {}),
                 **{k: str(v) for k, v in (conf or {}).items()}}
     spark = (_connect(remote, app_name, settings) if remote is not None

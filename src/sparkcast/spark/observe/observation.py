@@ -57,6 +57,31 @@ def observed(tagged: DataFrame, name: str | Observation,
     return tagged.observe(name, *_metric_columns(tagged.sparkSession))
 
 
+def observed_row(observation: Observation) -> dict[str, Any]:
+    """An ``Observation``'s row as Python values. PySpark 4.0's ``Observation.get`` leaves the
+    array and map columns (``subtask_reports``, ``outputs``) as Scala collections, py4j
+    handles a JSON encoder cannot write; 4.1 and later convert them."""
+    return {name: _python_value(value) for name, value in observation.get.items()}
+
+
+def _python_value(value: Any) -> Any:
+    from py4j.java_gateway import JavaObject  # type: ignore[import-untyped]
+
+    if not isinstance(value, JavaObject):
+        return value
+    if "Map" in value.getClass().getName():
+        return {_python_value(k): _python_value(value.apply(k)) for k in _scala_items(
+            value.keys())}
+    return [_python_value(item) for item in _scala_items(value)]
+
+
+def _scala_items(collection: Any) -> list[Any]:
+    items, walk = [], collection.iterator()
+    while walk.hasNext():
+        items.append(walk.next())
+    return items
+
+
 def _metric_columns(spark: SparkSession) -> list[Column]:
     """Built once per Spark context (~0.2 s a time, and the streamed path observes every
     micro-batch); Spark Connect builds them anew."""

@@ -32,7 +32,10 @@ from sparkcast.spark.outputs.files import (
 )
 from sparkcast.spark.plan import ExecutionPath, RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
-from sparkcast.spark.state.compatibility import check_checkpoint
+from sparkcast.spark.planning.tagging import adopt_groups
+from sparkcast.spark.state import checkpoint_files
+from sparkcast.spark.state.commit_log import CommitLog
+from sparkcast.spark.state.compatibility import check_checkpoint, read_layout
 
 
 class TaggedOutputs(Protocol):
@@ -85,11 +88,29 @@ SINKS: dict[ExecutionPath, OutputSink] = {ExecutionPath.OPERATOR: FileSink(),
                                           ExecutionPath.STREAMED: BatchSink()}
 
 
+def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
+    """A restart keeps the grouping keys its state was written under: Spark keeps the
+    checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
+    setting, and the keys were balanced for those (docs/state.md, "Rescale in place")."""
+    if plan.path is not ExecutionPath.OPERATOR or not checkpoint_files.committed_batches(
+            checkpoint_location):
+        return
+    layout = read_layout(checkpoint_location)
+    if layout and layout.get("parallelism") == plan.parallelism:
+        adopt_groups(plan, list(layout.get("subtask_groups") or []))
+
+
 def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
                trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """Check the checkpoint, set up the files beside the output, start the plan's sink."""
     plan = outputs.plan
+    _keep_recorded_groups(plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)  # refuses before anything is written
+    if plan.path is not ExecutionPath.STREAMED and plan.spark is not None:
+        # the batch Spark's repartition added (rescale_in_place) wrote no output
+        interval = plan.spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10")
+        CommitLog(path, int(interval or 10)).fill(
+            checkpoint_files.committed_batches(checkpoint_location))
     plan.blob_store = query_blob_store(plan, checkpoint_location)
     outputs.reset()  # the operator is rebuilt with the query's blob store
     earlier = (read_manifest(path) or {}).get("side_outputs", {})

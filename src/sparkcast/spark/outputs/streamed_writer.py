@@ -22,7 +22,7 @@ from sparkcast.spark.execution.batch_sides import query_of, side_partitions
 from sparkcast.spark.execution.streamed import MicroBatchOutputs
 from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.observe.listener import log, report_streamed, warning
-from sparkcast.spark.observe.observation import observed
+from sparkcast.spark.observe.observation import observed, observed_row
 from sparkcast.spark.outputs.files import partitioned
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files
@@ -72,7 +72,7 @@ class StreamedWriter:
         counts = Observation(f"sparkcast-{self.plan.pipeline_id}-{batch_id}")
         frame = partitioned(observed(tagged, counts, self.plan.spark))
         if self.log.write(batch_id, frame, self.format):
-            self._report(query, batch_id, counts.get, applied)
+            self._report(query, batch_id, observed_row(counts), applied)
 
     def _report(self, query: StreamingQuery | None, batch_id: int, row: dict[str, Any],
                 applied: int) -> None:

@@ -22,6 +22,7 @@ from sparkcast.spark.environment import (
     SPARK_DEFAULT_PARTITIONS,
     STATE_STORE,
     is_local_master,
+    is_rocksdb,
     master_of,
     session_cores,
 )
@@ -65,7 +66,7 @@ def require_shared(checkpoint_location: str, master: str) -> None:
 
 def _check_state_store(spark: Any) -> None:
     provider = str(spark.conf.get(STATE_STORE, ""))
-    if provider != ROCKSDB:
+    if not is_rocksdb(provider):
         raise PipelineError(
             f"transformWithState needs the RocksDB state store, and this session uses "
             f"{provider or 'the default HDFS store'}: spark.conf.set('{STATE_STORE}', "

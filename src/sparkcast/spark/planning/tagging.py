@@ -36,6 +36,7 @@ from sparkcast.spark.layout import (
     broadcast_column,
     main_column,
 )
+from sparkcast.spark.plan import RuntimePlan
 
 
 def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
@@ -80,6 +81,25 @@ def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
         pool = by_partition.get(i % partitions) or by_partition[min(by_partition)]
         keys.append(pool.pop(0))
     return keys
+
+
+def adopt_groups(plan: RuntimePlan, groups: list[int]) -> bool:
+    """Give an operator plan the grouping keys a checkpoint's state was written under (its
+    layout record's ``subtask_groups``), remapping the tagged input's ``_subtask``; False when
+    the plan cannot take them (another path, another parallelism). The groups only balance
+    subtasks over shuffle partitions; the state is keyed by them, and Spark keeps a
+    checkpoint's partition count whatever the session says, so a restart keeps them."""
+    current = sorted(plan.subtask_of_group, key=plan.subtask_of_group.__getitem__)
+    if (plan.tagged_input is None or len(groups) != len(current) or current == groups
+            or SUBTASK not in plan.tagged_input.columns):
+        return False
+    old = F.array(*[F.lit(g).cast("long") for g in current])
+    position = F.array_position(old, F.col(SUBTASK).cast("long")).cast("int")
+    plan.tagged_input = plan.tagged_input.withColumn(
+        SUBTASK, F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), position)
+        .cast(plan.tagged_input.schema[SUBTASK].dataType))
+    plan.subtask_of_group = {g: i for i, g in enumerate(groups)}
+    return True
 
 
 def millis(df: DataFrame, event_time: str | None) -> Any:

@@ -60,6 +60,23 @@ class CommitLog:
         storage.delete(staging)
         return True
 
+    def fill(self, batches: list[int]) -> list[int]:
+        """Log the given batches that have no log file, after the last logged one, as batches
+        that wrote nothing: the batch Spark's offline state repartition adds to a checkpoint
+        writes no output, and Spark's reader refuses a log with a gap (``.../_spark_metadata/N
+        doesn't exist``). Returns the batches filled."""
+        logged = [int(n.split(".")[0]) for n in storage.list_files(self.log)
+                  if n.split(".")[0].isdigit()]
+        if not logged:
+            return []
+        filled = [b for b in sorted(batches) if b > max(logged) and not self.committed(b)]
+        for batch in filled:
+            compact = self._compacts(batch)
+            entries = self._entries_since_compact(batch) if compact else []
+            storage.write_bytes(self._file(batch, compact),
+                                b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
+        return filled
+
     def _publish(self, batch: int, staging: str) -> list[dict[str, Any]]:
         """Move the staged data files into the output; their log entries."""
         fs, root = storage.resolve(staging)

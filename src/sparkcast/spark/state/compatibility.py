@@ -20,6 +20,12 @@ Two guards use the same comparison:
   without state (a new one after a parallelism change) has nothing to compare, so this guard
   can miss a change that only adds subtasks (docs/operations.md).
 
+The record also keeps ``sparkcast_version``, the release that last wrote the checkpoint (never
+compared: a release reads every checkpoint of its layout version), so a refused
+``layout_version`` names the release to run instead. A checkpoint with committed batches and no
+record (sparkcast 0.1.0 recorded none, and wrote layout 1) is refused too (docs/operations.md,
+"Upgrades").
+
 Safe changes pass: the function's code (same class), a new side output, options that state does
 not depend on (``on_error``, ``time_alignment``, ``hold_until_ready``, trigger, log levels), and
 a state descriptor's declared type evolving in a way old state still reads as: the record keeps
@@ -39,14 +45,16 @@ from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files
 from sparkcast.spark.state.backend import LAYOUT_VERSION
+from sparkcast.version import __version__
 
 _META_KEY = "layout"
 _CHECKED: set[tuple[str, int]] = set()  # (pipeline id, subtask) already checked in this worker
 
 # what to do instead, per item of the layout
 _ADVICE = {
-    "layout_version": "this checkpoint was written by another sparkcast layout: start a new "
-                      "checkpoint, or run the sparkcast version that wrote it",
+    "layout_version": "this checkpoint was written by {writer}, under another layout: start a "
+                      "new checkpoint, or run {writer} (docs/operations.md, 'Upgrades', lists "
+                      "the releases that read each layout)",
     "path": "the plan changed between runtime paths (stateless: static broadcast side; "
             "streamed: non-keyed function over a streamed broadcast side, written by "
             "write_stream; operator: keyed state, hold_until_ready or time_alignment='event'), "
@@ -84,6 +92,7 @@ def layout_of(plan: RuntimePlan) -> dict[str, Any]:
     """What state and outputs of ``plan`` depend on, as JSON values."""
     return {
         "layout_version": LAYOUT_VERSION,
+        "sparkcast_version": __version__,  # the latest release that wrote; never compared
         "path": plan.path,
         "function": f"{type(plan.function).__module__}.{type(plan.function).__qualname__}",
         "keyed": plan.keyed,
@@ -121,8 +130,16 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if before != after:
             shown = json.dumps(before)
             lines.append(f"{item}: the checkpoint has {shown}, this pipeline {json.dumps(after)}"
-                         f" ({advice.format(old=shown)})")
+                         f" ({advice.format(old=shown, writer=writer_of(old))})")
     return lines
+
+
+def writer_of(layout: dict[str, Any]) -> str:
+    """The release that last wrote a checkpoint, as its layout record names it (recorded since
+    0.3.0; 0.2.0 wrote layout 2 without its version)."""
+    version = layout.get("sparkcast_version")
+    return (f"sparkcast {version}" if version else
+            "a sparkcast release before 0.3.0 (which did not record its version)")
 
 
 def _type_changes(item: str, old: Any, new: Any) -> list[str] | None:
@@ -160,9 +177,10 @@ def check_checkpoint(plan: RuntimePlan, checkpoint_location: str) -> None:
     """Compare ``plan`` with the layout recorded in the checkpoint; record it when the
     checkpoint has no committed batch yet (a failed first start may be retried with changes)."""
     new = layout_of(plan)
-    old = read_layout(checkpoint_location) if checkpoint_files.committed_batches(
-        checkpoint_location) else None
-    if old is not None:
+    if checkpoint_files.committed_batches(checkpoint_location):
+        old = read_layout(checkpoint_location)
+        if old is None:
+            raise refuse([_UNRECORDED], f"checkpoint {checkpoint_location}")
         lines = differences(old, new)
         if lines:
             raise refuse(lines, f"checkpoint {checkpoint_location}")
@@ -170,6 +188,12 @@ def check_checkpoint(plan: RuntimePlan, checkpoint_location: str) -> None:
         if new == old:
             return
     checkpoint_files.write_json(checkpoint_location, checkpoint_files.LAYOUT_FILE, new)
+
+
+_UNRECORDED = ("layout: the checkpoint has committed batches but no layout record "
+               "(sparkcast/layout.json), so it was written by sparkcast 0.1.0, whose keyed "
+               "state (layout 1) this release does not read, or by a query that sparkcast did "
+               "not start: start a new checkpoint")
 
 
 def read_layout(checkpoint_location: str) -> dict[str, Any] | None:

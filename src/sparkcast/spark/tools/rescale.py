@@ -24,12 +24,14 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from sparkcast.core import codec
 from sparkcast.core.seed import Seed, merged, split_by_key
 from sparkcast.errors import PipelineError
 from sparkcast.spark.planning.bootstrap import subtasks_of_keys
 from sparkcast.spark.state import checkpoint_files, storage
+from sparkcast.spark.state.compatibility import read_layout
 from sparkcast.spark.tools.state_reader import read_subtasks
 
 
@@ -79,3 +81,39 @@ def _placement(spark: SparkSession, layout: dict[str, Any], whole: Seed, paralle
     keys.update(codec.hashable(h[2]) for h in whole.held if len(h) > 2)
     found = subtasks_of_keys(spark, keys, layout["key_columns"], parallelism)
     return found.__getitem__
+
+
+def rescale_in_place(spark: SparkSession, checkpoint: str, partitions: int) -> dict[str, Any]:
+    """Move the operator's state of ``checkpoint`` to ``partitions`` Spark partitions in the
+    same checkpoint, with Spark's own offline repartition (PySpark 4.2+, experimental): it
+    writes batch N+1 holding the moved state, so the offsets stay and the job restarts on its
+    own checkpoint and input. The virtual subtasks stay (``parallelism`` is fixed, as Flink's
+    max-parallelism): useful partitions are 1..parallelism. The query must be stopped."""
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+        raise PipelineError(f"partitions must be an integer of at least 1, not {partitions!r}")
+    layout = read_layout(checkpoint)
+    if layout is None or not checkpoint_files.holds_operator_state(checkpoint):
+        raise PipelineError(
+            f"{checkpoint} holds no operator state written by write_stream (path "
+            f"{None if layout is None else layout.get('path')!r}): the stateless and streamed "
+            "paths keep no per-partition state, so their partitions change with "
+            "spark.sql.shuffle.partitions alone")
+    before = _state_partitions(spark, checkpoint)
+    batch = checkpoint_files.last_committed(checkpoint)
+    try:
+        spark._streamingCheckpointManager.repartition(checkpoint, partitions)
+    except Exception as exc:  # py4j carries Spark's error class in its message
+        raise PipelineError(f"Spark's repartition of {checkpoint} to {partitions} partitions "
+                            f"failed: {str(exc).splitlines()[0]}") from exc
+    groups = layout["subtask_groups"]
+    placed = spark.createDataFrame([(g,) for g in groups], "g long").select(
+        F.pmod(F.hash("g"), F.lit(partitions)).alias("p")).collect()
+    return {"checkpoint": checkpoint, "batch_id": checkpoint_files.last_committed(checkpoint),
+            "after_batch": batch, "from_partitions": before, "partitions": partitions,
+            "parallelism": layout["parallelism"],
+            "partition_of_subtask": [row["p"] for row in placed]}
+
+
+def _state_partitions(spark: SparkSession, checkpoint: str) -> int | None:
+    rows = spark.read.format("state-metadata").load(checkpoint).select("numPartitions").collect()
+    return rows[0][0] if rows else None

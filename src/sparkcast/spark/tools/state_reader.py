@@ -13,9 +13,9 @@ The checkpoint's layout record (``<checkpoint>/sparkcast/layout.json``, written 
 ``write_stream``) says which grouping key is which subtask and which descriptors are broadcast
 or keyed, so only checkpoints written by ``write_stream`` on the operator path are readable here
 (by path or URI). A stateless plan's checkpoint holds no state; a streamed plan's keeps its
-broadcast state as snapshot files (``state/snapshots.py``), which these tools do not read yet.
-Values come to the driver (state of a job is read for inspection, rescale and export, not at
-stream speed).
+broadcast state as snapshot files (``state/snapshots.py``): every subtask reads the snapshot of
+the batch, so each gets that one copy. Values come to the driver (state of a job is read for
+inspection, rescale and export, not at stream speed).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
 from sparkcast.api.descriptors import StateDescriptor
 from sparkcast.core import codec
@@ -32,16 +33,16 @@ from sparkcast.core.frozen import thaw
 from sparkcast.core.seed import Seed
 from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import ExecutionPath
+from sparkcast.spark.state import checkpoint_files, snapshots
 from sparkcast.spark.state.backend import state_name
 from sparkcast.spark.state.blobs import blob_store_under, load_value
 from sparkcast.spark.state.compatibility import read_layout
+from sparkcast.spark.tools.state_types import fit, spark_type
 
 ALL_PARTS = ("meta", "keyed", "broadcast")
 TIMERS = "timers"
 HELD = "held"
 _SCHEMAS = {
-    "broadcast": "subtask int, key string, value string, version string",
-    "keyed": "subtask int, key string, value string",
     TIMERS: "subtask int, domain string, timestamp long, key string",
     HELD: "subtask int, value string, timestamp long, key string",
 }
@@ -56,10 +57,6 @@ def checkpoint_layout(checkpoint: str) -> dict[str, Any]:
     path = layout.get("path")
     if path == ExecutionPath.STATELESS:
         raise PipelineError(f"{checkpoint} is a stateless query's checkpoint: it holds no state")
-    if path == ExecutionPath.STREAMED:
-        raise PipelineError(f"{checkpoint} is a streamed-path checkpoint: its broadcast state is "
-                            "kept as snapshot files (sparkcast/broadcast/<batch>), which the "
-                            "state tools do not read yet")
     return layout
 
 
@@ -70,8 +67,10 @@ def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = N
     ``parts``: which of ``"meta"`` (timers, held elements, broadcast version), ``"keyed"`` and
     ``"broadcast"`` to read (each is a Spark job)."""
     layout = checkpoint_layout(checkpoint)
-    subtask_of = {group: i for i, group in enumerate(layout["subtask_groups"])}
     seeds = {i: Seed() for i in range(layout["parallelism"])}
+    if layout.get("path") == ExecutionPath.STREAMED:
+        return layout, _from_snapshot(seeds, checkpoint, batch_id, blob_store)
+    subtask_of = {group: i for i, group in enumerate(layout["subtask_groups"])}
     parts = set(parts)
     meta = _rows(spark, checkpoint, "meta", batch_id) if "meta" in parts else []
     for group, (name,), (blob,) in meta:
@@ -95,6 +94,24 @@ def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = N
     return layout, seeds
 
 
+def _from_snapshot(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None,
+                   blob_store: str | None) -> dict[int, Seed]:
+    """The streamed path's broadcast state as of ``batch_id``: the latest snapshot up to it,
+    the state every subtask read (the path keeps no keyed state, timers or held elements)."""
+    batch = checkpoint_files.last_committed(checkpoint) if batch_id is None else batch_id
+    location = snapshots.folder(checkpoint)
+    written = [b for b in snapshots.batches(location) if batch is not None and b <= batch]
+    if not written:
+        return seeds
+    store = blob_store or blob_store_under(checkpoint)
+    snapshot = snapshots.read(snapshots.name(location, max(written)), store)
+    for seed in seeds.values():
+        seed.broadcast_version = snapshot.version
+        seed.broadcast = {name: [(k, thaw(v)) for k, v in table.items()]
+                          for name, table in snapshot.tables.items()}
+    return seeds
+
+
 def _meta(seed: Seed, name: str, value: Any) -> None:
     if name == "broadcast_version":
         seed.broadcast_version = value
@@ -109,7 +126,7 @@ def _rows(spark: SparkSession, checkpoint: str, variable: str, batch_id: int | N
     reader = spark.read.format("statestore").option("stateVarName", variable)
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
-    frame = reader.load(checkpoint)  # the operator declares every variable in init
+    frame = reader.load(checkpoint)  # the operator declares every variable in init; any URI
     return [(row.key[0], tuple(row.user_map_key), tuple(row.user_map_value))
             for row in frame.select("key", "user_map_key", "user_map_value").collect()]
 
@@ -124,10 +141,13 @@ def read_state(spark: SparkSession, checkpoint: str, descriptor: StateDescriptor
     * ``"timers"``: ``subtask, domain, timestamp, key``; ``"held"``: ``subtask, value,
       timestamp, key``.
 
-    Keys and values are the state codec's JSON text: plain JSON for JSON values, tagged objects
-    for tuples, bytes, dataclasses and the like; ``state_value(text, descriptor)`` gives the
-    Python value back, typed as the descriptor declares. ``batch_id``: the state as of that
-    batch (default: the last committed one)."""
+    Given a descriptor, keys and values are typed by it (``tools/state_types.py``): Spark types
+    for declared scalars, structs for dataclasses and NamedTuples, enums as their values, arrays
+    for list state, maps for map state; a keyed state's ``key`` has the ``key_by`` columns'
+    type (a struct for several). A part the descriptor leaves undeclared (and every column when
+    ``descriptor`` is a name) is the state codec's JSON text: ``state_value(text, descriptor)``
+    gives the Python value back. ``batch_id``: the state as of that batch (default: the last
+    committed one). ``checkpoint``: a path or URI (``file:///...``)."""
     layout = checkpoint_layout(checkpoint)
     name = descriptor if isinstance(descriptor, str) else descriptor.name
     broadcast = name in layout["broadcast_state"]
@@ -136,19 +156,73 @@ def read_state(spark: SparkSession, checkpoint: str, descriptor: StateDescriptor
     layout, seeds = read_subtasks(spark, checkpoint, batch_id, blob_store, parts)
     if name in (TIMERS, HELD):
         return spark.createDataFrame(_meta_rows(seeds, name), _SCHEMAS[name])
+    typed = None if isinstance(descriptor, str) else descriptor
     if broadcast:
-        entries = [(subtask, _text(k), _text(v), seed.broadcast_version)
+        key, value = _columns(typed, broadcast=True)
+        entries = [(subtask, key(k), value(v), seed.broadcast_version)
                    for subtask, seed in sorted(seeds.items())
                    for k, v in seed.broadcast.get(name, [])]
-        return spark.createDataFrame(entries, _SCHEMAS["broadcast"])
+        return spark.createDataFrame(entries, _schema("subtask int", key, value,
+                                                      "version string"))
     if name in layout["keyed_state"] or any(name in s.keyed for s in seeds.values()):
         unwrap = _unwrapper(layout["keyed_state"].get(name, ""))
-        rows = [(subtask, _text(k), _text(unwrap(v)))
+        key, value = _columns(typed, key_columns=layout["key_columns"])
+        rows = [(subtask, key(k), value(unwrap(v)))
                 for subtask, seed in sorted(seeds.items()) for k, v in seed.keyed.get(name, [])]
-        return spark.createDataFrame(rows, _SCHEMAS["keyed"])
+        return spark.createDataFrame(rows, _schema("subtask int", key, value))
     raise PipelineError(f"{checkpoint} has no state {name!r}; broadcast states "
                         f"{sorted(layout['broadcast_state'])}, keyed states "
                         f"{sorted(layout['keyed_state'])}, or 'timers' / 'held'")
+
+
+class _Column:
+    """One key or value column: its Spark type and how a stored value becomes its cell (the
+    codec's JSON text when the type is not declared)."""
+
+    def __init__(self, kind: DataType | None, convert: Any = None) -> None:
+        self.kind = kind
+        self._convert = convert
+
+    def __call__(self, value: Any) -> Any:
+        if self.kind is None:
+            return _text(value)
+        return fit(value if self._convert is None else self._convert(value), self.kind)
+
+    def ddl(self, name: str) -> str:
+        return f"{name} {'string' if self.kind is None else self.kind.simpleString()}"
+
+
+def _columns(descriptor: StateDescriptor | None, *, broadcast: bool = False,
+             key_columns: list[str] | None = None) -> tuple[_Column, _Column]:
+    if descriptor is None:
+        return _Column(None), _Column(None)
+    if broadcast:
+        declared = getattr(descriptor, "value_type_info", None)
+        return (_Column(spark_type(getattr(descriptor, "key_type_info", None))),
+                _Column(spark_type(declared), converter(declared)))
+    key = _Column(_key_type(key_columns or []))
+    kind = descriptor.kind
+    if kind == "map":
+        keys, values = (getattr(descriptor, n, None) for n in ("key_type_info", "value_type_info"))
+        k_type, v_type = spark_type(keys), spark_type(values)
+        entries = None if k_type is None or v_type is None else MapType(k_type, v_type, True)
+        return key, _Column(entries, lambda v: state_value(_text(v), descriptor))
+    each = spark_type(descriptor.type_info)
+    whole = ArrayType(each, True) if kind == "list" and each is not None else each
+    return key, _Column(whole, lambda v: state_value(_text(v), descriptor))
+
+
+def _key_type(key_columns: list[str]) -> DataType | None:
+    """The ``key_by`` columns' type ("k string" each), a struct for several."""
+    if not key_columns:
+        return None
+    struct = StructType.fromDDL(", ".join(key_columns))
+    assert isinstance(struct, StructType)
+    return struct.fields[0].dataType if len(struct.fields) == 1 else struct
+
+
+def _schema(first: str, key: _Column, value: _Column, *rest: str) -> str:
+    return ", ".join([first, key.ddl("key"), value.ddl("value"), *rest])
 
 
 def _meta_rows(seeds: dict[int, Seed], name: str) -> list[tuple[Any, ...]]:
