@@ -6,8 +6,10 @@ visible marker and a reason on the line before it: ``<!-- no-run: needs a cluste
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,8 +78,10 @@ def test_blocks_are_found_and_skips_are_rare():
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
     if block.language == "bash":
+        # this interpreter's scripts (``sparkcast``, ``python``) first, as in an active venv
+        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=ROOT, check=True,
-                       timeout=600)
+                       timeout=600, env={**os.environ, "PATH": path})
         return
     namespace = _NAMESPACES.setdefault(block.page, {"__name__": f"doc_{block.page.stem}"})
     if "spark" in block.code and "spark" not in namespace:

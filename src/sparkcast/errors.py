@@ -30,6 +30,8 @@ class of the package is defined and importable here, the applications' too:
     ├── ContextError (RuntimeError)           a context used after its callback returned
     ├── HarnessError (RuntimeError)           a test harness driven before ``open()``
     ├── QueryFailedError (RuntimeError)       a streaming query stopped with an error
+    ├── UsageError (ValueError)               a ``sparkcast`` command-line mistake, found before
+    │                                         Spark starts (exit status 2)
     ├── UserFunctionError (RuntimeError)      the user's code raised: function, callback, key
     │   the built-in applications (``sparkcast.apps``, ``sparkcast run <app>``):
     ├── AppError (ValueError)                 an unknown application, or a bad data directory
@@ -140,6 +142,11 @@ class ContextError(SparkcastError, RuntimeError):
 class HarnessError(SparkcastError, RuntimeError):
     """A test harness was given an element, a watermark or a time before ``open()``, which
     Flink's harnesses also require."""
+
+
+class UsageError(SparkcastError, ValueError):
+    """A mistake in the arguments of the ``sparkcast`` command (or in the job file it names),
+    found before Spark starts; the command prints it as one line and exits 2."""
 
 
 class QueryFailedError(SparkcastError, RuntimeError):

@@ -34,8 +34,9 @@ class RunSettings:
     refresh_seconds: float = 1.0
     #: the Spark UI on http://localhost:4040 (``--spark-ui``)
     ui: bool = False
-    #: serve Prometheus' /metrics and /progress.json on 127.0.0.1 (``--metrics-port``)
+    #: serve Prometheus' /metrics and /progress.json (``--metrics-port``, ``--metrics-host``)
     metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
 
 @dataclass
@@ -47,13 +48,14 @@ class RunReport:
     seconds: float
 
 
-def spark_session(parallelism: int, ui: bool = False, metrics_port: int | None = None) -> Any:
+def spark_session(parallelism: int, ui: bool = False, metrics_port: int | None = None,
+                  metrics_host: str = "127.0.0.1") -> Any:
     from sparkcast.spark import session
 
     partitions = str(min(parallelism, 2))
     return session(conf={"spark.sql.shuffle.partitions": partitions,
                          "spark.default.parallelism": partitions},
-                   ui=ui, metrics_port=metrics_port)
+                   ui=ui, metrics_port=metrics_port, metrics_host=metrics_host)
 
 
 def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: Path | str, *,
@@ -67,7 +69,8 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
 
     settings = settings or RunSettings()
     out = out or sys.stdout  # the caller's, not the one at import
-    spark = spark or spark_session(settings.parallelism, settings.ui, settings.metrics_port)
+    spark = spark or spark_session(settings.parallelism, settings.ui, settings.metrics_port,
+                                   settings.metrics_host)
     trigger = ({"availableNow": True} if settings.available_now
                else {"processingTime": f"{settings.trigger_seconds} seconds"})
     began = time.monotonic()

@@ -6,7 +6,11 @@
     sparkcast generate APP --out DIR       events/, broadcast/ (and artifacts/) as JSON lines
     sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
                   [--master URL] [--archive ENV.tar.gz] [--conf KEY=VALUE ...]
+    sparkcast run PATH.py[:NAME] [--output DIR --checkpoint DIR] [the same options]
     sparkcast list                         the applications
+
+A job file's loading, shipping and run are in :mod:`~sparkcast.cli.jobs`; every argument is
+checked (:mod:`~sparkcast.cli.checks`) before Spark starts.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ def add_commands(commands: Any) -> None:
     demo.add_argument("--timeout", type=float, default=300.0,
                       help="stop after this many seconds even if unfinished (default 300)")
     demo.add_argument("--workdir", type=Path, help="keep data, outputs and checkpoint here")
-    _run_options(demo)
+    _run_options(demo, demo, defaults=True)
 
     generate = commands.add_parser(
         "generate", help="write an application's events and broadcast updates",
@@ -54,24 +58,37 @@ def add_commands(commands: Any) -> None:
                           help="events per file, in hundreds (default 1)")
 
     run = commands.add_parser(
-        "run", help="run an application over folders until stopped (restartable)",
-        description="Run an application's streaming query over two folders of JSON lines. It "
-                    "runs until Ctrl-C (or --duration), and resumes from --checkpoint when "
-                    "started again: nothing is lost or processed twice.",
-        epilog=EPILOG)
-    run.add_argument("app", choices=APP_NAMES, metavar="APP")
-    run.add_argument("--events", type=Path, required=True, help="folder of event files")
-    run.add_argument("--broadcast", type=Path, required=True, help="folder of broadcast files")
-    run.add_argument("--output", type=Path, required=True,
-                     help="output folder: <output>/<name>/batch_id=<n>/ (parquet)")
-    run.add_argument("--checkpoint", required=True,
+        "run", help="run an application or your own job file until stopped (restartable)",
+        description="Run a streaming query until Ctrl-C, --duration, or (with --available-now) "
+                    "the end of its input; started again with the same --checkpoint it resumes: "
+                    "nothing is lost or processed twice. APP is a built-in application over two "
+                    "folders of JSON lines (--events, --broadcast). PATH.py[:NAME] is your own "
+                    "job file: NAME(spark) (default: pipeline) returns a ProcessResult, written "
+                    "with --output and --checkpoint, or a started StreamingQuery with its own "
+                    "sinks. The file, or the package it belongs to (zipped), is shipped to the "
+                    "executors as spark-submit --py-files does.",
+        epilog=EPILOG + ". Output layout: <output>/_output=main/, _output=<side output>/, "
+                        "_output=dead_letters/, _output=_metrics/ (parquet, partitioned by "
+                        "_output; read one with sparkcast.spark.read_output(spark, <output>, "
+                        "name)), the outputs' schemas in <output>/_sparkcast_outputs.json and, "
+                        "for a local output, one line per micro-batch in "
+                        "<output>/_sparkcast_progress.jsonl (sparkcast view --output <output>).")
+    run.add_argument("target", metavar="APP|PATH.py[:NAME]",
+                     help="an application, or a job file and its function (default pipeline)")
+    run.add_argument("--output", help="output folder or URI (see the layout below)")
+    run.add_argument("--checkpoint",
                      help="checkpoint folder or URI (hdfs://, s3a://, file:///shared/...)")
-    run.add_argument("--artifacts", type=Path,
-                     help="model artifact store (default: <broadcast>/../artifacts)")
-    run.add_argument("--duration", type=float, help="stop after this many seconds")
+    apps = run.add_argument_group("applications only")
+    apps.add_argument("--events", type=Path, help="folder of event files")
+    apps.add_argument("--broadcast", type=Path, help="folder of broadcast files")
+    apps.add_argument("--artifacts", type=Path,
+                      help="model artifact store (default: <broadcast>/../artifacts)")
+    run.add_argument("--duration", type=float,
+                     help="stop after this many seconds (a job file: once the running "
+                          "micro-batch ends)")
     run.add_argument("--available-now", action="store_true",
-                     help="process what the folders hold now, then stop")
-    run.add_argument("--trigger-seconds", type=float, default=1.0,
+                     help="process what the input holds now, then stop")
+    run.add_argument("--trigger-seconds", type=float,
                      help="micro-batch interval (default 1)")
     run.add_argument("--master", help="Spark master (default local[2]; spark://host:7077, "
                                       "yarn, k8s://...); see docs/deploy.md")
@@ -80,22 +97,26 @@ def add_commands(commands: Any) -> None:
                           "executors as ./environment (also unpack it here, see docs/deploy.md)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark setting (repeatable), as spark-submit's --conf")
-    _run_options(run)
+    _run_options(run, apps)
 
     commands.add_parser("list", help="list the applications",
                         description="List the applications and what they do.")
 
 
-def _run_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--parallelism", type=int, default=4,
-                        help="virtual subtasks (fixed per checkpoint; default 4)")
-    parser.add_argument("--max-files-per-trigger", type=int, default=1,
-                        help="files per source per micro-batch (default 1; 0 = all)")
+def _run_options(parser: argparse.ArgumentParser, apps: Any, defaults: bool = False) -> None:
+    """The options of ``demo`` and ``run``; ``apps``: where the application-only ones go."""
+    apps.add_argument("--parallelism", type=int, default=4 if defaults else None,
+                      help="virtual subtasks (fixed per checkpoint; default 4)")
+    apps.add_argument("--max-files-per-trigger", type=int, default=1 if defaults else None,
+                      help="files per source per micro-batch (default 1; 0 = all)")
     parser.add_argument("--no-view", action="store_true",
                         help="no live view (one line per micro-batch instead)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
-                        help="serve Prometheus metrics on http://127.0.0.1:PORT/metrics "
+                        help="serve Prometheus metrics on http://HOST:PORT/metrics "
                              "(0 picks a free port; see docs/monitoring.md)")
+    parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                        help="the address the metrics endpoint binds (default 127.0.0.1; "
+                             "0.0.0.0: every interface, for a cluster's Prometheus)")
     parser.add_argument("--spark-ui", action="store_true",
                         help="switch the Spark UI on (http://localhost:4040)")
 
@@ -107,11 +128,15 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "generate":
         return _generate(args)
+    if args.command == "run" and args.job is not None:
+        return _run_job(args)
     from sparkcast.apps.runner import RunSettings
 
-    settings = RunSettings(parallelism=args.parallelism,
-                           max_files_per_trigger=args.max_files_per_trigger or None,
-                           ui=args.spark_ui, metrics_port=args.metrics_port)
+    parallelism = 4 if args.parallelism is None else args.parallelism
+    files = 1 if args.max_files_per_trigger is None else args.max_files_per_trigger
+    settings = RunSettings(parallelism=parallelism, max_files_per_trigger=files or None,
+                           ui=args.spark_ui, metrics_port=args.metrics_port,
+                           metrics_host=args.metrics_host)
     if args.command == "demo":
         return _demo(args, settings)
     return _run(args, settings)
@@ -143,13 +168,8 @@ def _demo(args: argparse.Namespace, settings: object) -> int:
 
 
 def session_settings(args: argparse.Namespace) -> dict[str, str]:
-    """The Spark settings of ``run``'s --conf and --archive options."""
-    conf = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--conf takes KEY=VALUE, not {item!r}")
-        conf[key] = value
+    """The Spark settings of ``run``'s --conf and --archive options (checked by ``checks``)."""
+    conf = dict(item.partition("=")[::2] for item in args.conf)
     if args.archive:
         from sparkcast.spark.launch.shipping import packed_environment_conf
 
@@ -157,9 +177,9 @@ def session_settings(args: argparse.Namespace) -> dict[str, str]:
     return conf
 
 
-def _session(args: argparse.Namespace, parallelism: int) -> object:
+def _session(args: argparse.Namespace, parallelism: int, always: bool = False) -> object:
     """A session on ``--master`` with the shipping settings; None: the runner's local one."""
-    if not (args.master or args.archive or args.conf):
+    if not (always or args.master or args.archive or args.conf):
         return None
     import os
 
@@ -170,14 +190,30 @@ def _session(args: argparse.Namespace, parallelism: int) -> object:
     if args.archive:  # this driver's own Python runners use the shipped environment too
         os.environ["PYSPARK_PYTHON"] = PYTHON
     return session(args.master or "local[2]", "sparkcast-" + args.app, conf=conf,
-                   ui=args.spark_ui, metrics_port=args.metrics_port)
+                   ui=args.spark_ui, metrics_port=args.metrics_port,
+                   metrics_host=args.metrics_host)
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    """``sparkcast run PATH.py[:NAME]``: the file is imported before Spark starts."""
+    from sparkcast.cli.jobs import JobRun, load_job, run_job
+
+    function = load_job(args.job)
+    spark = _session(args, 4, always=True)
+    run = JobRun(output=args.output, checkpoint=args.checkpoint,
+                 available_now=args.available_now, trigger_seconds=args.trigger_seconds,
+                 duration=args.duration)
+    query = run_job(spark, args.job, function, run, sys.stdout if not args.no_view else _Quiet())
+    print(f"{args.job}: query {query.name or query.id} stopped"
+          + (f"; outputs in {args.output}" if args.output else ""))
+    return 0
 
 
 def _run(args: argparse.Namespace, settings: object) -> int:
     from sparkcast.apps.runner import run_app
 
     spark = _session(args, args.parallelism)
-    settings.trigger_seconds = args.trigger_seconds  # type: ignore[attr-defined]
+    settings.trigger_seconds = args.trigger_seconds or 1.0  # type: ignore[attr-defined]
     settings.available_now = args.available_now  # type: ignore[attr-defined]
     settings.duration = args.duration  # type: ignore[attr-defined]
     report = run_app(get_app(args.app), args.events, args.broadcast, args.output,

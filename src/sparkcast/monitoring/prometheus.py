@@ -167,9 +167,10 @@ def exposition(monitor: Monitor = MONITOR) -> bytes:
     return data
 
 
-def start_server(port: int, monitor: Monitor = MONITOR) -> int:
-    """Serve ``/metrics`` and ``/progress.json`` on 127.0.0.1:``port`` (0: a free port) in a
-    daemon thread; one server per port per process. Returns the port."""
+def start_server(port: int, monitor: Monitor = MONITOR, host: str = "127.0.0.1") -> int:
+    """Serve ``/metrics`` and ``/progress.json`` on ``host``:``port`` (0: a free port) in a
+    daemon thread; one server per port per process. Returns the port. ``host`` stays loopback
+    unless asked: ``0.0.0.0`` lets a cluster's Prometheus scrape the driver."""
     _client()
     if port and port in _SERVERS:
         return port
@@ -193,7 +194,7 @@ def start_server(port: int, monitor: Monitor = MONITOR) -> int:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # a scrape every few seconds is not news
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     chosen = int(server.server_address[1])
     _SERVERS[chosen] = server
     threading.Thread(target=server.serve_forever, daemon=True,

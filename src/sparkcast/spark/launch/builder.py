@@ -61,7 +61,7 @@ DEFAULTS: dict[str, str] = {
 def session(
     master: str = "local[2]", app_name: str = "sparkcast", conf: dict[str, Any] | None = None,
     *, remote: str | None = None, ui: bool = False, quiet: bool = True,
-    metrics_port: int | None = None,
+    metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
 ) -> Any:
     """Get or create a SparkSession for sparkcast; ``conf`` adds or overrides settings.
 
@@ -69,14 +69,14 @@ def session(
     ``spark-submit`` the submitted ``--master`` wins. ``remote`` makes a Spark Connect session.
     ``ui=True`` switches the Spark UI on (http://localhost:4040); ``quiet=False`` keeps Spark's
     state-server WARNs and the Python workers' banners; ``metrics_port`` starts the Prometheus
-    endpoint on 127.0.0.1 (``0`` picks a free port: ``sparkcast.spark.metrics_url()``)."""
+    endpoint on ``metrics_host`` (``0`` picks a free port: ``sparkcast.spark.metrics_url()``)."""
     check_pyspark()
     settings = {**DEFAULTS, **({"spark.ui.enabled": "true"} if ui else {}),
                 **{k: str(v) for k, v in (conf or {}).items()}}
     spark = (_connect(remote, app_name, settings) if remote is not None
              else _classic(master, app_name, settings, quiet))
     if metrics_port is not None:
-        serve_metrics(spark, metrics_port)
+        serve_metrics(spark, metrics_port, metrics_host)
     return spark
 
 

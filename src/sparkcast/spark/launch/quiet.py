@@ -9,15 +9,26 @@ process, so the JVM is launched with the options given to the builder). And PySp
 transformWithState driver worker ``print``s "Starting/Completed execution of UDF" banners,
 which the JVM copies to its stderr: ``launch_filtered_gateway`` starts the JVM with its output
 piped through a thread that drops exactly those lines and passes everything else on.
+
+Two notices came before any log configuration could act, at every start of a local session:
+Spark's ``Utils`` WARNs that the hostname resolves to a loopback address (twice), and the JVM
+prints ``WARNING: Using incubator modules: jdk.incubator.vector`` (Spark asks for the module).
+On a local master everything runs in this one JVM, so ``launch_filtered_gateway`` starts it with
+``SPARK_LOCAL_IP=127.0.0.1`` (unless set): Spark binds loopback and has nothing to warn about;
+the incubator line is filtered like the banners (``NOTICES``). On a cluster master the address
+lookup is left alone: there its WARN says something true.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 from importlib import resources
 from typing import IO, Any
+
+from sparkcast.spark.environment import is_local_master
 
 LOG4J2 = str(resources.files("sparkcast.spark.launch") / "log4j2.properties")
 #: the lines PySpark's transformWithState driver worker prints (pyspark 4.3)
@@ -30,8 +41,16 @@ BANNERS = (
 )
 
 
+#: the JVM's own notices at start, harmless and not from log4j (so no level can quieten them)
+NOTICES = ("WARNING: Using incubator modules: jdk.incubator.vector",)
+
+
 def is_banner(line: str) -> bool:
     return any(banner in line for banner in BANNERS)
+
+
+def is_notice(line: str) -> bool:
+    return line.rstrip("\n") in NOTICES
 
 
 def java_options(conf: dict[str, str]) -> str:
@@ -52,16 +71,24 @@ def start_filtered_context(master: str, app_name: str, settings: dict[str, str])
 
     conf = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
     if not _GATEWAY:
-        _GATEWAY.append(launch_filtered_gateway(conf))
+        _GATEWAY.append(launch_filtered_gateway(conf, local=is_local_master(master)))
     return SparkContext(conf=conf, gateway=_GATEWAY[0])
 
 
-def launch_filtered_gateway(conf: Any) -> Any:
-    """PySpark's ``launch_gateway`` with the JVM's stdout and stderr filtered (``BANNERS``)."""
+def launch_filtered_gateway(conf: Any, local: bool = False) -> Any:
+    """PySpark's ``launch_gateway`` with the JVM's stdout and stderr filtered (``BANNERS``,
+    ``NOTICES``); ``local``: a local master's JVM, bound to loopback."""
     from pyspark.java_gateway import launch_gateway
 
-    gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.PIPE,
-                                                 "stderr": subprocess.PIPE})
+    bind = local and "SPARK_LOCAL_IP" not in os.environ
+    if bind:  # read by launch_gateway, which copies os.environ for the JVM
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.PIPE,
+                                                     "stderr": subprocess.PIPE})
+    finally:
+        if bind:
+            del os.environ["SPARK_LOCAL_IP"]
     process = gateway.proc
     for source, target in ((process.stdout, "stdout"), (process.stderr, "stderr")):
         threading.Thread(target=_forward, args=(source, target), daemon=True,
@@ -77,6 +104,8 @@ def _forward(source: IO[bytes], target: str) -> None:
         line = raw.decode("utf-8", "replace")
         if is_banner(line):
             after_banner = True
+            continue
+        if is_notice(line):
             continue
         if after_banner and not line.strip():
             continue

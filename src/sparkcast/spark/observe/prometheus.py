@@ -12,11 +12,11 @@ from sparkcast.monitoring.prometheus import served_ports, start_server
 from sparkcast.spark.observe.listener import listen
 
 
-def serve_metrics(spark: Any, port: int = 0) -> int:
-    """Watch the session's queries and serve them on http://127.0.0.1:<port>/metrics (0 picks
-    a free port); returns the port."""
+def serve_metrics(spark: Any, port: int = 0, host: str = "127.0.0.1") -> int:
+    """Watch the session's queries and serve them on http://<host>:<port>/metrics (0 picks
+    a free port; ``host="0.0.0.0"`` binds every interface); returns the port."""
     listen(spark)
-    return start_server(port)
+    return start_server(port, host=host)
 
 
 def metrics_url() -> str | None:

@@ -1,0 +1,146 @@
+"""CLI conventions (cli/checks.py, cli/__init__.py): ``--version``; a mistake is one line on
+stderr with exit status 2, found before Spark starts; ``--debug`` shows the traceback; the help
+describes what the code writes; ``--metrics-host``.
+
+"Before Spark starts" is checked, not timed: each command runs in a fresh interpreter whose
+``subprocess.Popen`` refuses to launch ``spark-submit`` (the only way PySpark starts a JVM) and
+exits 99 instead. A control test shows that guard trips on a command that does start Spark.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import sparkcast
+from sparkcast.cli import build_parser, main
+from sparkcast.spark import layout
+
+ROOT = Path(__file__).resolve().parents[2]
+GUARD = """
+import subprocess, sys
+_Popen = subprocess.Popen
+class Guard(_Popen):
+    def __init__(self, args, *rest, **options):
+        words = args if isinstance(args, (list, tuple)) else [args]
+        if any("spark-submit" in str(word) for word in words):
+            sys.stderr.write("GUARD: a JVM was about to start\\n")
+            sys.stderr.flush()
+            import os
+            os._exit(99)
+        super().__init__(args, *rest, **options)
+subprocess.Popen = Guard
+from sparkcast.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def sparkcast_cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", GUARD, *argv], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+MISTAKES = {
+    "parallelism 0": (["run", "fraud", "--parallelism", "0"], "--parallelism must be 1 or more"),
+    "missing job": (["run", "missing.py", "--output", "o", "--checkpoint", "c"],
+                    "the job file missing.py does not exist"),
+    "missing view folder": (["view", "--output", "/missing"], "--output /missing does not exist"),
+    "unknown target": (["run", "nope"], "neither an application"),
+    "app without folders": (["run", "fraud", "--output", "o", "--checkpoint", "c"],
+                            "--events"),
+    "bad conf": (["run", "fraud", "--conf", "novalue"], "--conf takes KEY=VALUE"),
+    "missing archive": (["run", "fraud", "--archive", "env.tar.gz"],
+                        "--archive env.tar.gz does not exist"),
+    "bad port": (["demo", "--metrics-port", "70000"], "--metrics-port must be a port"),
+    "missing checkpoint": (["state", "show", "/no/checkpoint"], "does not exist"),
+    "bad rescale": (["state", "rescale", "a", "b", "--parallelism", "0"], "--parallelism"),
+    "bad url": (["report", "--url", "localhost:9108", "--html", "x.html"], "--url takes"),
+    "argparse": (["run"], "the following arguments are required"),
+    "bad project": (["init", "my-job"], "a name such as my_job"),
+}
+
+
+@pytest.mark.parametrize("case", MISTAKES, ids=list(MISTAKES))
+def test_a_mistake_is_one_line_and_exit_2_without_starting_spark(case):
+    argv, says = MISTAKES[case]
+    run = sparkcast_cli(*argv)
+    assert "GUARD" not in run.stderr
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("sparkcast"), run.stderr
+    assert says in run.stderr
+    assert run.stdout == ""
+
+
+def test_the_guard_trips_when_a_command_does_start_spark(tmp_path):
+    run = sparkcast_cli("state", "show", str(tmp_path))  # a folder that exists: Spark starts
+    assert run.returncode == 99, run.stderr
+    assert "GUARD: a JVM was about to start" in run.stderr
+
+
+def test_a_job_file_that_does_not_import_is_one_line_before_spark(tmp_path):
+    (tmp_path / "broken.py").write_text("import no_such_module_here\n")
+    (tmp_path / "other.py").write_text("def build(spark):\n    pass\n")
+    broken = sparkcast_cli("run", "broken.py", cwd=tmp_path)
+    assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr
+    assert "does not import: ModuleNotFoundError: No module named 'no_such_module_here'" in \
+        broken.stderr
+    unnamed = sparkcast_cli("run", "other.py", cwd=tmp_path)
+    assert unnamed.returncode == 2, unnamed.stderr
+    assert "defines no function pipeline(spark); its functions: build" in unnamed.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    run = sparkcast_cli("run", "fraud", "--parallelism", "0", "--debug")
+    assert run.returncode == 2
+    assert run.stderr.startswith("Traceback") and "UsageError" in run.stderr
+
+
+def test_version_is_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"sparkcast {sparkcast.__version__}"
+
+
+def test_run_help_describes_the_layout_write_stream_writes(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "batch_id=" not in text
+    for name in (f"{layout.OUTPUT}={layout.MAIN}/", f"{layout.OUTPUT}=dead_letters/",
+                 f"{layout.OUTPUT}={layout.METRICS}/",
+                 layout.MANIFEST, layout.PROGRESS_LOG):
+        assert name in text, name
+    assert "PATH.py[:NAME]" in text and "ProcessResult" in text and "StreamingQuery" in text
+
+
+def test_application_options_are_refused_for_a_job_file(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text("def pipeline(spark):\n    pass\n")
+    run = sparkcast_cli("run", str(job), "--parallelism", "3", "--events", str(tmp_path))
+    assert run.returncode == 2
+    assert "--events, --parallelism: options of the built-in applications" in run.stderr
+    half = sparkcast_cli("run", str(job), "--output", "o")
+    assert half.returncode == 2 and "--output and --checkpoint go together" in half.stderr
+
+
+def test_metrics_host_defaults_to_loopback_and_binds_what_it_is_given():
+    from sparkcast.monitoring.prometheus import _SERVERS, start_server
+
+    args = build_parser().parse_args(["demo"])
+    assert args.metrics_host == "127.0.0.1"
+    args = build_parser().parse_args(["run", "x.py", "--metrics-host", "0.0.0.0"])
+    assert args.metrics_host == "0.0.0.0"
+    loopback, every = start_server(0), start_server(0, host="0.0.0.0")
+    try:
+        assert _SERVERS[loopback].server_address[0] == "127.0.0.1"
+        assert _SERVERS[every].server_address[0] == "0.0.0.0"
+        with urllib.request.urlopen(f"http://127.0.0.1:{every}/metrics", timeout=10) as answer:
+            assert answer.status == 200
+    finally:
+        for port in (loopback, every):
+            _SERVERS.pop(port).shutdown()
