@@ -57,3 +57,28 @@ def state_backend(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
     from tests.fake_spark_state import spark_backend_factory
 
     return spark_backend_factory()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Any]:
+    """One throwaway PostgreSQL server for the run (``sparkcast.apps.postgres``); a test takes
+    its own database from ``postgres``. Fails, never skips, when PostgreSQL is absent."""
+    from sparkcast.apps.postgres import PostgresCluster
+    from sparkcast.errors import MissingDependencyError
+
+    try:
+        cluster = PostgresCluster()
+    except MissingDependencyError as error:
+        pytest.fail(f"these tests need a real PostgreSQL: {error}", pytrace=False)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres(postgres_cluster: Any, request: pytest.FixtureRequest) -> Any:
+    """A fresh database of its own for one test, on the session's PostgreSQL server."""
+    import re
+
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
+    postgres_cluster.execute(f'DROP DATABASE IF EXISTS "{name}"', database="postgres")
+    return postgres_cluster.create_database(name)

@@ -19,6 +19,7 @@ from sparkcast import errors
 from sparkcast.errors import (
     ArgumentTypeError,
     ContextError,
+    DatabaseError,
     HarnessError,
     IncompatibleCheckpointError,
     JavaNotFoundError,
@@ -140,6 +141,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (UndefinedMethodError, (SparkcastError, NotImplementedError)),
         (MissingDependencyError, (SparkcastError, ModuleNotFoundError)),
         (JavaNotFoundError, (SparkcastError, RuntimeError)),
+        (DatabaseError, (SparkcastError, RuntimeError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),
@@ -165,7 +167,7 @@ def _subclasses(cls: type) -> set[type]:
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 21
+    assert len(ours) == 22
     for path in MODULES:  # the applications' own errors too
         importlib.import_module(_module_name(path))
     defined = {cls for cls in _subclasses(SparkcastError)

@@ -19,6 +19,8 @@ importable from here: ``from sparkcast.errors import PipelineError``.
     ├── MissingDependencyError (ModuleNotFoundError)  an optional package is not installed; the
     │                                         message names the extra to install
     ├── JavaNotFoundError (RuntimeError)      no Java that Spark runs on; the message says how
+    ├── DatabaseError (RuntimeError)          a database (PostgreSQL) that cannot be started,
+    │                                         reached or read; the message says why and the fix
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
@@ -90,6 +92,11 @@ class MissingDependencyError(SparkcastError, ModuleNotFoundError):
 class JavaNotFoundError(SparkcastError, RuntimeError):
     """No Java that Spark runs on was found; the message says which versions and how to get
     one."""
+
+
+class DatabaseError(SparkcastError, RuntimeError):
+    """A database could not be started, reached or read (a throwaway PostgreSQL cluster, a
+    broadcast side read from a table); the message names the database, the cause and the fix."""
 
 
 class StateError(SparkcastError):
