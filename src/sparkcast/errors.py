@@ -32,6 +32,8 @@ importable from here: ``from sparkcast.errors import PipelineError``.
     ├── ContextError (RuntimeError)           a context used after its callback returned
     ├── HarnessError (RuntimeError)           a test harness driven before ``open()``
     ├── QueryFailedError (RuntimeError)       a streaming query stopped with an error
+    ├── SinkError (RuntimeError)              a sink refused before start (missing table, column
+    │                                         mismatch, unreachable database) or failed a batch
     └── UserFunctionError (RuntimeError)      the user's code raised: function, callback, key
 
 The applications (``sparkcast.apps``) define their own beside the code that raises them, each
@@ -147,6 +149,13 @@ class HarnessError(SparkcastError, RuntimeError):
 class QueryFailedError(SparkcastError, RuntimeError):
     """A streaming query that sparkcast waited on stopped with an error; the query's exception
     is named in the message and is the ``__cause__``."""
+
+
+class SinkError(SparkcastError, RuntimeError):
+    """A sink of ``write_stream(sinks=...)`` cannot take an output: found before the query
+    starts where the sink can tell (missing table, a column that does not match, an unreachable
+    database), else when a micro-batch is written; the message names the output, the sink and
+    the fix."""
 
 
 class UserFunctionError(SparkcastError, RuntimeError):
