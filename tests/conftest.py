@@ -22,10 +22,16 @@ def spark() -> Iterator[Any]:
         "local[2]",
         "sparkcast-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-              "spark.driver.memory": "2g"},
+              "spark.driver.memory": "2g", **_jdbc_jars()},
     )
     yield spark
     spark.stop()
+
+
+def _jdbc_jars() -> dict[str, str]:
+    """PostgreSQL's JDBC driver on the session's classpath, when installed (the sink tests)."""
+    jar = Path("/usr/share/java/postgresql.jar")
+    return {"spark.jars": str(jar)} if jar.exists() else {}
 
 
 def write_json_lines(directory: Path, name: str, rows: list[Any]) -> Path:

@@ -1,7 +1,7 @@
 """The pipelines of the sink tests: non-keyed (the streamed path) and keyed (the operator path),
 each with a side output and dead letters (a raising element, a malformed line).
 
-``python -m tests.spark.sink_pipeline <base> <kind> <jdbc url>`` runs one with ``jdbc`` sinks
+``python -m tests.spark.sink_pipeline <base> <kind> <jdbc url> <user>`` runs one with ``jdbc`` sinks
 for every output (``availableNow``, micro-batch i = input file i) and exits; the SIGKILL test
 kills it between the database's commit and Spark's. ``expected`` gives the harness's outputs.
 """
@@ -123,26 +123,26 @@ def letter_key(row: Any) -> tuple[str, str]:
     return (row["callback"], "malformed input" if row["callback"] == "input" else row["error"])
 
 
-def jdbc_sinks(url: str) -> dict[str, Any]:
+def jdbc_sinks(url: str, properties: dict[str, str]) -> dict[str, Any]:
     from sparkcast import sinks
 
-    properties = {"user": "postgres"}
     return {name: sinks.jdbc(url, table, properties=properties)
             for name, table in TABLES.items()}
 
 
-def run(base: Path, kind: str, url: str) -> None:
+def run(base: Path, kind: str, url: str, user: str) -> None:
+    from sparkcast.apps.postgres import jdbc_jar
     from sparkcast.spark import session
 
     spark = session("local[2]", "sparkcast-sink-faults",
-                    conf={"spark.sql.shuffle.partitions": "2",
-                          "spark.jars": "/usr/share/java/postgresql.jar"})
+                    conf={"spark.sql.shuffle.partitions": "2", "spark.jars": str(jdbc_jar())})
     result = build(spark, base, kind)
     query = result.write_stream(checkpoint_location=str(base / "checkpoint"),
-                                sinks=jdbc_sinks(url), trigger={"availableNow": True})
+                                sinks=jdbc_sinks(url, {"user": user}),
+                                trigger={"availableNow": True})
     query.awaitTermination()
     spark.stop()
 
 
 if __name__ == "__main__":
-    run(Path(sys.argv[1]), sys.argv[2], sys.argv[3])
+    run(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4])

@@ -93,10 +93,8 @@ class Database:
         try:
             result = statement.executeQuery(f"SELECT * FROM {table} WHERE 1 = 0")
         except Exception:  # noqa: BLE001 - the driver's way of saying the table is missing
+            statement.close()
             return None
-        finally:
-            if not connection.getAutoCommit():
-                connection.rollback()
         meta = result.getMetaData()
         names = [str(meta.getColumnName(i + 1)) for i in range(meta.getColumnCount())]
         statement.close()

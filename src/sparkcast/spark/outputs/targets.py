@@ -33,6 +33,7 @@ from sparkcast.spark.outputs.jdbc import (
     STAGING_SUFFIX,
     Database,
     Ledger,
+    driver_class,
     execute,
     java_message,
 )
@@ -149,8 +150,8 @@ class JdbcSink:
                 Ledger(database, self.ledger).create(connection)
                 staged = database.columns(connection, self.staging)
                 wanted = [*schema.fieldNames(), QUERY_COLUMN, BATCH_COLUMN]
-                if staged is not None and [c.lower() for c in staged] != [
-                        c.lower() for c in wanted]:
+                if staged is not None and {c.lower() for c in staged} != {
+                        c.lower() for c in wanted}:
                     execute(connection, f"DROP TABLE {self.staging}")
         except SinkError:
             raise
@@ -160,9 +161,11 @@ class JdbcSink:
 
     def stage(self, frame: DataFrame, batch_id: int, query_id: str) -> None:
         staged = frame.withColumn(QUERY_COLUMN, F.lit(query_id)).withColumn(
-            BATCH_COLUMN, F.lit(batch_id))
-        staged.write.jdbc(self.url, self.staging, mode="append",
-                          properties=dict(self.properties))
+            BATCH_COLUMN, F.lit(batch_id).cast("long"))
+        # the driver named: Spark's own lookup by URL would find the wrapper its registry put
+        # into DriverManager (for the driver-side connections), which it cannot instantiate
+        properties = {**self.properties, "driver": driver_class(self.url, self.properties)}
+        staged.write.jdbc(self.url, self.staging, mode="append", properties=properties)
 
     def move(self, connection: Any, database: Database, frame: DataFrame, batch_id: int,
              query_id: str) -> None:
