@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint clean bench bench-quick bench-deps
+.PHONY: install test demo demo-postgres lint clean bench bench-quick bench-deps
 
 install: $(STAMP)
 
@@ -25,6 +25,11 @@ test: install lint
 # mid-run, and the summary shows every subtask switching in one micro-batch with no event lost
 demo: install
 	$(PY) -m sparkcast.cli demo fraud
+
+# the same demo the real way: rules in a throwaway PostgreSQL (started in a temporary folder,
+# changed mid-run by an UPDATE), decisions written to PostgreSQL tables; the cluster stops at the end
+demo-postgres: install
+	$(PY) -m sparkcast.cli demo fraud --postgres
 
 lint: install
 	$(PY) -m ruff check src tests

@@ -144,14 +144,13 @@ def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.
         spark = spark or spark_session(parallelism)
         query = start_query(spark, db, root / EVENTS, root / "checkpoint",
                             parallelism=parallelism)
-        changed = threading.Event()
-        feeder = threading.Thread(target=_feed, args=(db, root, drops, step_seconds, changed),
-                                  name="sparkcast-demo-feeder", daemon=True)
-        feeder.start()
+        feeder = Feeder(db, root, drops, step_seconds, timeout)
+        threading.Thread(target=feeder.run, name="sparkcast-demo-feeder", daemon=True).start()
         try:
-            _wait(query, lambda: decided(db) >= expected and changed.is_set(), began, timeout,
-                  out, lambda: f"{decided(db)}/{expected} transactions decided")
+            _wait(query, lambda: decided(db) >= expected and feeder.done.is_set(), began,
+                  timeout, out, lambda: f"{decided(db)}/{expected} transactions decided")
         finally:
+            feeder.stop.set()
             query.stop()
         failure = query.exception()
         lines = summary(db, expected, failure)
@@ -160,19 +159,36 @@ def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.
     return PostgresDemoReport(lines, ok, time.monotonic() - began)
 
 
-def _feed(db: PostgresDatabase, root: Path, drops: list[Drop], step_seconds: float,
-          changed: threading.Event) -> None:
-    groups = steps(drops)
-    middle = len(groups) // 2
-    for number, group in enumerate(groups):
-        if number:
-            time.sleep(step_seconds)
-        if number == middle:
-            update_rules(db)
-            changed.set()
-        for drop in group:
-            write_drop(root, drop)
-    changed.set()
+class Feeder:
+    """Writes the transactions step by step, each step once the previous one is decided (so
+    the rule change lands between two known steps, however slow the machine), and changes the
+    rules in the database before the middle step's transactions."""
+
+    def __init__(self, db: PostgresDatabase, root: Path, drops: list[Drop],
+                 step_seconds: float, timeout: float) -> None:
+        self.db, self.root, self.drops = db, root, drops
+        self.step_seconds, self.timeout = step_seconds, timeout
+        self.done, self.stop = threading.Event(), threading.Event()
+
+    def run(self) -> None:
+        groups = steps(self.drops)
+        written = 0
+        for number, group in enumerate(groups):
+            if number:
+                self._until(lambda count=written: decided(self.db) >= count)
+                if self.stop.wait(self.step_seconds):
+                    return
+            if number == len(groups) // 2:
+                update_rules(self.db)
+            for drop in group:
+                write_drop(self.root, drop)
+                written += len(drop.rows)
+        self.done.set()
+
+    def _until(self, condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not condition() and time.monotonic() < deadline and not self.stop.wait(0.5):
+            pass
 
 
 def _wait(query: Any, done: Callable[[], bool], began: float, timeout: float, out: TextIO,
