@@ -79,35 +79,38 @@ def quote(name: str) -> str:
 
 # ------------------------------------------------------------------------ text -> Spark value
 
-def _integral(bits: int) -> Callable[[str], int]:
+class Unfit(str):
+    """What a parser returns for a text that does not fit its type: the reason."""
+
+
+def _integral(bits: int) -> Callable[[str], int | Unfit]:
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
-    def parse(text: str) -> int:
+    def parse(text: str) -> int | Unfit:
         value = int(text)
         if not low <= value <= high:
-            raise ValueError(f"{value} is out of range for a {bits}-bit integer")
+            return Unfit(f"{value} is out of range for a {bits}-bit integer")
         return value
     return parse
 
 
-def _boolean(text: str) -> bool:
+def _boolean(text: str) -> bool | Unfit:
     lowered = text.strip().lower()
     if lowered in ("t", "true", "1", "yes", "on"):
         return True
     if lowered in ("f", "false", "0", "no", "off"):
         return False
-    raise ValueError(f"{text!r} is not a boolean")
+    return Unfit("not t/f, true/false, 1/0, yes/no or on/off")
 
 
-def _decimal(kind: DecimalType) -> Callable[[str], Decimal]:
-    def parse(text: str) -> Decimal:
+def _decimal(kind: DecimalType) -> Callable[[str], Decimal | Unfit]:
+    def parse(text: str) -> Decimal | Unfit:
         try:
             value = Decimal(text).quantize(Decimal(1).scaleb(-kind.scale))
-        except InvalidOperation as error:
-            raise ValueError(f"{text!r} is not a decimal({kind.precision},{kind.scale})") \
-                from error
+        except InvalidOperation:
+            return Unfit(f"more than {kind.precision} digits, or not a number")
         if len(value.as_tuple().digits) > kind.precision or not value.is_finite():
-            raise ValueError(f"{text} does not fit decimal({kind.precision},{kind.scale})")
+            return Unfit(f"more than {kind.precision} digits, or not finite")
         return value
     return parse
 
@@ -121,9 +124,9 @@ def _timestamp_ntz(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=None)
 
 
-def _binary(text: str) -> bytes:
+def _binary(text: str) -> bytes | Unfit:
     if not text.startswith("\\x"):
-        raise ValueError("binary values must be bytea (hex output)")
+        return Unfit("binary values must be bytea (hex output)")
     return bytes.fromhex(text[2:])
 
 
@@ -156,10 +159,13 @@ def convert_row(texts: Sequence[str | None], schema: StructType,
             values.append(None)
             continue
         try:
-            values.append(parse(text))
+            value = parse(text)
         except (ValueError, OverflowError) as error:
+            value = Unfit(str(error))
+        if isinstance(value, Unfit):
             return None, (f"column {field.name}: {text[:200]!r} is not a "
-                          f"{field.dataType.simpleString()} ({error})")
+                          f"{field.dataType.simpleString()} ({value})")
+        values.append(value)
     return tuple(values), ""
 
 
