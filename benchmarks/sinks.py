@@ -46,7 +46,7 @@ TARGETS = [(w, "sinks-files", "fb-parquet", 0.9) for w in ("W1", "W2", "W4")] + 
 
 MODES = {
     "quick": {"per_batch": 100_000, "batches": 3, "repeats": 1,
-              "sizes": {"W1-jdbc": {"per_batch": 50_000, "batches": 2}}},
+              "sizes": {"W1-jdbc": {"per_batch": 100_000, "batches": 2}}},
     "full": {"per_batch": 500_000, "batches": 4, "repeats": 2,
              "sizes": {"W1-jdbc": {"per_batch": 100_000, "batches": 3}}},
 }

@@ -484,7 +484,8 @@ class Runner:
 
             self.postgres = PostgresCluster()
             self.postgres.start()
-        table = f"out_{self.jobs}"
+        self.tables = getattr(self, "tables", 0) + 1
+        table = f"out_{self.tables}"
         columns = {"long": "bigint", "int": "integer", "double": "double precision",
                    "string": "text", "boolean": "boolean", "float": "real"}
         schema = _parse_datatype_string(OUTPUT_SCHEMAS[workload])
