@@ -81,8 +81,8 @@ class KeyedScale(KeyedBroadcastProcessFunction):
         yield from _scale(value, ctx)
 
 
-def write_inputs(base: Path, batches: range | list[int] = range(len(EVENTS))) -> None:
-    for index in batches:
+def write_inputs(base: Path, batches: list[int] | None = None) -> None:
+    for index in range(len(EVENTS)) if batches is None else batches:
         write_batch_file(base / "events", index, EVENTS[index])
         write_batch_file(base / "factors", index, FACTOR_BATCHES[index])
 

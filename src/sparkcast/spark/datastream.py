@@ -317,10 +317,12 @@ class ProcessResult:
         """Start ONE streaming query calling ``fn(outputs, batch_id)`` per micro-batch, where
         ``outputs`` maps ``"main"``, each side output's tag id and ``"dead_letters"`` to the
         batch's rows as typed batch DataFrames (Spark's ``foreachBatch`` contract: a replayed
-        ``batch_id`` gives identical frames)."""
+        ``batch_id`` gives identical frames). As with Spark's, each action on a frame computes
+        it: persist them if ``fn`` acts on them more than once (docs/sinks.md)."""
         self._streaming("foreach_batch")
         return start_batches(self, lambda _tagged, frames, batch_id: fn(frames, batch_id),
-                             checkpoint_location, trigger, query_name, count=False)
+                             checkpoint_location, trigger, query_name, count=False,
+                             persist=False)
 
     def _streaming(self, method: str) -> None:
         if not self.tagged.isStreaming:

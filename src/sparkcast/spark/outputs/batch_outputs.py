@@ -9,10 +9,12 @@ Each micro-batch's tagged frame (``layout.py``) comes from the plan's path:
 * operator and stateless: the query's input IS the tagged frame; Spark's state store (operator)
   and the deterministic runner (stateless) give a replayed batch the same rows.
 
-The frame is persisted for the batch (every output reads it, and Spark recomputes an unpersisted
-``foreachBatch`` frame from the sources at each action) and split into the typed outputs
-(``typed.py``). On the operator path it is materialised even if the consumer reads nothing: the
-stateful operator commits its state only when the batch runs.
+The frame is split into the typed outputs (``typed.py``). With ``persist`` (the sinks' writer,
+which writes every output) it is persisted for the batch, as Spark recomputes an unpersisted
+``foreachBatch`` frame from the sources at each action; ``foreach_batch`` leaves that to the
+user's function (one action, one computation), except on the operator path, where the frame is
+always persisted and materialised, even if the consumer reads nothing: the stateful operator
+must run each batch exactly once to commit its state.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ Consumer = Callable[[DataFrame, dict[str, DataFrame], int], None]
 class TaggedBatches:
     """The query's input and each micro-batch's tagged frame, for the plan's path."""
 
-    def __init__(self, outputs: TaggedOutputs, checkpoint_location: str, count: bool) -> None:
+    def __init__(self, outputs: TaggedOutputs, checkpoint_location: str, count: bool,
+                 persist: bool) -> None:
         plan = outputs.plan
         assert plan.spark is not None
         self.plan = plan
         #: whether each batch's counts are observed and reported (costs one materialising job)
         self.count = count
+        self.persist = persist or plan.path is ExecutionPath.OPERATOR
         if outputs.observation is None:
             outputs.observation = next_name(plan.spark)
         self.observation = outputs.observation
@@ -58,6 +62,9 @@ class TaggedBatches:
     def tagged(self, batch: DataFrame, batch_id: int) -> Iterator[DataFrame]:
         """The batch's tagged frame, persisted while the consumer runs."""
         with self._computed(batch, batch_id) as tagged:
+            if not self.persist:
+                yield tagged
+                return
             tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 if self.plan.path is ExecutionPath.OPERATOR:
@@ -108,13 +115,13 @@ class BatchFunction:
 
 
 def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
-          trigger: dict[str, Any] | None, query_name: str | None, count: bool
-          ) -> StreamingQuery:
+          trigger: dict[str, Any] | None, query_name: str | None, count: bool,
+          persist: bool) -> StreamingQuery:
     """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
     prepare_checkpoint(outputs, checkpoint_location)
     if outputs.plan.path is ExecutionPath.STREAMED:
         streamed_writer.refuse_operator_state(checkpoint_location)
-    batches = TaggedBatches(outputs, checkpoint_location, count)
+    batches = TaggedBatches(outputs, checkpoint_location, count, persist)
     assert batches.input is not None
     stream = (batches.input.writeStream.foreachBatch(BatchFunction(batches, consumer))
               .option("checkpointLocation", checkpoint_location))

@@ -358,4 +358,5 @@ def start(outputs: TaggedOutputs, sinks: dict[Any, Any], checkpoint_location: st
         if isinstance(sink, FilesSink):
             write_files_manifest(plan, sink.path)
     return batch_outputs.start(outputs, SinkWriter(plan, chosen, checkpoint_location),
-                               checkpoint_location, trigger, query_name, count=True)
+                               checkpoint_location, trigger, query_name, count=True,
+                               persist=True)
