@@ -99,7 +99,8 @@ def test_a_table_updated_mid_run_and_restarted_gives_the_harness_output(spark, p
         query.stop()
     assert query.exception() is None
 
-    seen = postgres.query("SELECT max(version) FROM rules")[0][0]  # while stopped: a tombstone and a new rule
+    # while stopped: a tombstone and a new rule
+    seen = postgres.query("SELECT max(version) FROM rules")[0][0]
     postgres.execute("UPDATE rules SET deleted = true WHERE rule_id = 'r2'")
     postgres.execute("INSERT INTO rules (rule_id, threshold) VALUES ('r4', '50')")
     write_batch_file(tmp_path / "events", 2, _events(20, [100, 700]))

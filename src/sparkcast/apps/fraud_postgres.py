@@ -175,7 +175,7 @@ class Feeder:
         written = 0
         for number, group in enumerate(groups):
             if number:
-                self._until(lambda count=written: decided(self.db) >= count)
+                self._until(written)
                 if self.stop.wait(self.step_seconds):
                     return
             if number == len(groups) // 2:
@@ -185,9 +185,11 @@ class Feeder:
                 written += len(drop.rows)
         self.done.set()
 
-    def _until(self, condition: Callable[[], bool]) -> None:
+    def _until(self, count: int) -> None:
+        """Wait until ``count`` transactions are decided (or the timeout, or a stop)."""
         deadline = time.monotonic() + self.timeout
-        while not condition() and time.monotonic() < deadline and not self.stop.wait(0.5):
+        while (decided(self.db) < count and time.monotonic() < deadline
+               and not self.stop.wait(0.5)):
             pass
 
 

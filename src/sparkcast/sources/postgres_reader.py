@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -117,7 +117,7 @@ def _decimal(kind: DecimalType) -> Callable[[str], Decimal | Unfit]:
 
 def _timestamp(text: str) -> datetime:
     value = datetime.fromisoformat(text)
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _timestamp_ntz(text: str) -> datetime:
@@ -263,6 +263,6 @@ class PostgresTableReader(DataSourceStreamReader):
 
         with connect(self.conninfo) as connection:
             try:
-                return list(connection.execute(sql, params).fetchall())  # type: ignore[arg-type]
+                return list(connection.execute(sql, params).fetchall())
             except psycopg.Error as error:
                 raise DatabaseError(f"reading {self.table} failed: {error}") from error
