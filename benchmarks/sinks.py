@@ -121,8 +121,19 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
-def main() -> None:
+def prepare(mode: str, only: set[str] | None) -> None:
+    """Generate the inputs before anything is timed."""
     import data
+
+    for workload in ("W1", "W2", "W4"):
+        if only is None or workload in only:
+            for key in (workload, f"{workload}-jdbc"):
+                size = sizes(mode, key)
+                data.events_mtimes_ordered(workload, size["per_batch"] * size["batches"])
+                data.broadcast_updates_dir(workload, size["batches"])
+
+
+def main() -> None:
     import run
 
     parser = argparse.ArgumentParser()
@@ -131,13 +142,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
     only = set(args.only) if args.only else None
-    for workload in ("W1", "W2", "W4"):  # inputs generated before anything is timed
-        if only is None or workload in only:
-            for key in (workload, f"{workload}-jdbc"):
-                size = sizes(args.mode, key)
-                data.events_mtimes_ordered(workload,
-                                                    size["per_batch"] * size["batches"])
-                data.broadcast_updates_dir(workload, size["batches"])
+    prepare(args.mode, only)
     spark = run.SparkServer()
     spark.start()
     try:
