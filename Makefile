@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo lint docs clean bench bench-quick bench-deps compat
+.PHONY: install test demo demo-postgres lint docs clean bench bench-quick bench-deps compat
 
 install: $(STAMP)
 
@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	@$(PY) -m sparkcast.spark.launch.java --check
+	@$(PY) -m sparkcast.apps.postgres install  # initdb/pg_ctl and the JDBC jar, via apt-get
 	@touch $(STAMP)
 
 # lint and types first (seconds), then the suite
@@ -24,6 +25,11 @@ test: install lint
 # mid-run, and the summary shows every subtask switching in one micro-batch with no event lost
 demo: install
 	$(PY) -m sparkcast.cli demo fraud
+
+# the same demo the real way: rules in a throwaway PostgreSQL (started in a temporary folder,
+# changed mid-run by an UPDATE), decisions written to PostgreSQL tables; the cluster stops at the end
+demo-postgres: install
+	$(PY) -m sparkcast.cli demo fraud --postgres
 
 lint: install
 	$(PY) -m ruff check src tests

@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import sinks
 import streamed
 
 HERE = Path(__file__).resolve().parent
@@ -106,6 +107,8 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
         ok = None if not (e and f) else e >= need * f
         rows.append((f"{workload} per-element ≥ {need:g}x PyFlink", _ratio(e, f), verdict(ok)))
     rows += streamed.targets(results, _ratio, verdict)
+    if results.get("sinks"):
+        rows += sinks.targets(results["sinks"])
     for name, lat in results.get("latency", {}).items():
         if lat.get("ok"):
             ok = (lat["p99_ms"] is not None and lat["p99_ms"] < 1000
@@ -312,6 +315,10 @@ def render(results: dict, made: list[str] | None = None) -> str:
     lines += ["", "## Throughput", "", throughput_table(results), "",
               "## sparkcast's ratio to each peer (steady-state events/s)", "",
               ratio_table(results), "", STREAMED, "", streamed.table(results, _fmt_rate), ""]
+    if results.get("sinks"):
+        lines += ["## Sinks, each beside the same write by hand in foreachBatch", "",
+                  (sinks.__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
+                  sinks.table(results["sinks"]), ""]
     if "img/throughput.png" in made:
         lines += ["![throughput](img/throughput.png)", ""]
     latency = results.get("latency", {})

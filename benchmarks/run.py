@@ -33,6 +33,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import data  # noqa: E402
+import sinks  # noqa: E402
 import streamed  # noqa: E402
 
 MAIN_PY = os.environ.get("BENCH_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
@@ -222,6 +223,8 @@ def main() -> None:
     parser.add_argument("--no-report", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true",
                         help="skip the single-batch throughput section (W1-W4)")
+    parser.add_argument("--skip-sinks", action="store_true",
+                        help="skip the sinks section (sinks.py)")
     parser.add_argument("--skip-streamed", action="store_true",
                         help="skip the multi-batch streamed section (streamed.py)")
     args = parser.parse_args()
@@ -246,6 +249,8 @@ def main() -> None:
         data.broadcast_dir(workload)
     if not args.skip_streamed:
         streamed.prepare(args.mode, only)
+    if not args.skip_sinks:
+        sinks.prepare(args.mode, only)
 
     spark = SparkServer()
     spark.start()
@@ -273,6 +278,9 @@ def main() -> None:
     if not args.skip_streamed:
         results["streamed"] = streamed.measure(spark, args.mode, mode["timeout"], log, only,
                                                set(args.systems) if args.systems else None)
+
+    if not args.skip_sinks:
+        results["sinks"] = sinks.measure(spark, args.mode, mode["timeout"], log, only)
 
     if "W5" in only and mode["w5"]:
         for latency_mode, path in LATENCY_FORMS:

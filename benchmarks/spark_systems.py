@@ -22,6 +22,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -210,8 +211,11 @@ def _fb_function(workload: str):
 class Runner:
     def __init__(self) -> None:
         from sparkcast.spark import session
+        jar = Path("/usr/share/java/postgresql.jar")  # the JDBC sink rows (sinks.py)
         self.spark = session(conf={"spark.sql.shuffle.partitions": "2",
-                                   "spark.default.parallelism": "2"})
+                                   "spark.default.parallelism": "2",
+                                   **({"spark.jars": str(jar)} if jar.exists() else {})})
+        self.postgres: Any = None
         self.tmp = Path(tempfile.mkdtemp(prefix="sparkcast-bench-"))
         self.jobs = 0
 
@@ -383,9 +387,11 @@ class Runner:
         return {"seconds": seconds, "build_seconds": build, "rows_in": rows_in,
                 "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
 
-    def foreachbatch_streamed(self, workload: str, n: int, per_batch: int) -> dict:
+    def foreachbatch_streamed(self, workload: str, n: int, per_batch: int,
+                              write: str = "parquet") -> dict:
         """The hand-written job: per micro-batch, re-read the broadcast files up to this batch,
-        fold the updates, make a broadcast variable, ``mapInPandas``, append Parquet."""
+        fold the updates, make a broadcast variable, ``mapInPandas``, append Parquet
+        (``write="jdbc"``: ``df.write.jdbc`` into PostgreSQL; ``"noop"``: a no-op body)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import _parse_datatype_string
 
@@ -398,13 +404,21 @@ class Runner:
         key = {"W1": "key", "W2": "rule_id", "W4": "name"}[workload]
         out = str(self.tmp / f"out-{self.jobs}")
 
+        table = self._jdbc_table(workload) if write == "jdbc" else None
+
         def each(batch_df, batch_id):
+            if write == "noop":
+                return
             rows = (spark.read.parquet(*files[:batch_id + 1])
                     .withColumn("_file", F.input_file_name()).toPandas())
             rows = rows.sort_values("_file", kind="stable").drop_duplicates(key, keep="last")
             bc = spark.sparkContext.broadcast(prepare(rows.drop(columns="_file")))
             out_df = batch_df.mapInPandas(lambda frames: body(frames, bc), schema)
-            out_df.write.mode("append").parquet(out)
+            if table is None:
+                out_df.write.mode("append").parquet(out)
+            else:
+                out_df.write.jdbc(self.postgres.jdbc_url, table, mode="append",
+                                  properties=self.postgres.jdbc_properties)
             bc.unpersist()
 
         writer = events.writeStream.foreachBatch(each).option(
@@ -415,8 +429,75 @@ class Runner:
         seconds = time.perf_counter() - start
         rows_in = sum(p["numInputRows"] for p in query.recentProgress)
         shutil.rmtree(out, ignore_errors=True)
-        return {"seconds": seconds, "rows_in": rows_in,
+        return {"seconds": seconds, "rows_in": rows_in, **self._written(table),
                 "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
+    # ---------------------------------------------------------------- sinks (sinks.py)
+
+    def sink_streamed(self, workload: str, n: int, per_batch: int, form: str) -> dict:
+        """sparkcast on the streamed inputs through ``write_stream(sinks=...)`` or
+        ``foreach_batch``: ``form`` is ``sinks-files`` (Parquet, exactly once),
+        ``foreach-parquet`` (the main frame appended to Parquet), ``foreach-noop`` (a no-op
+        body) or ``sinks-jdbc`` (PostgreSQL, exactly once)."""
+        from sparkcast import sinks
+        from sparkcast.spark import Stream
+
+        events, updates = self._streamed_inputs(workload, n, per_batch)
+        cls, desc = FUNCTIONS[(workload, "batch")]
+        result = Stream(events).connect(Stream(updates).broadcast(desc)).process(
+            cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=2)
+        assert result.plan.path == "streamed", result.plan.path
+        out = str(self.tmp / f"out-{self.jobs}")
+        checkpoint = self._checkpoint()
+        trigger = {"availableNow": True}
+        table = self._jdbc_table(workload) if form == "sinks-jdbc" else None
+        start = time.perf_counter()
+        if form == "sinks-files":
+            query = result.write_stream(checkpoint_location=checkpoint, trigger=trigger,
+                                        sinks={"main": sinks.files(out),
+                                               "dead_letters": sinks.files(out)})
+        elif form == "sinks-jdbc":
+            target = sinks.jdbc(self.postgres.jdbc_url, table,
+                                properties=self.postgres.jdbc_properties)
+            query = result.write_stream(checkpoint_location=checkpoint, trigger=trigger,
+                                        sinks={"main": target,
+                                               "dead_letters": sinks.files(out)})
+        elif form == "foreach-parquet":
+            query = result.foreach_batch(
+                lambda outputs, _: outputs["main"].write.mode("append").parquet(out),
+                checkpoint, trigger=trigger)
+        else:
+            query = result.foreach_batch(lambda outputs, _: None, checkpoint, trigger=trigger)
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        rows_in = sum(p["numInputRows"] for p in query.recentProgress)
+        shutil.rmtree(out, ignore_errors=True)
+        return {"seconds": seconds, "rows_in": rows_in, **self._written(table),
+                "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
+    def _jdbc_table(self, workload: str) -> str:
+        """A new, empty PostgreSQL table for ``workload``'s output (the server starts once)."""
+        from pyspark.sql.types import _parse_datatype_string
+
+        if self.postgres is None:
+            from sparkcast.apps.postgres import PostgresCluster
+
+            self.postgres = PostgresCluster()
+            self.postgres.start()
+        self.tables = getattr(self, "tables", 0) + 1
+        table = f"out_{self.tables}"
+        columns = {"long": "bigint", "int": "integer", "double": "double precision",
+                   "string": "text", "boolean": "boolean", "float": "real"}
+        schema = _parse_datatype_string(OUTPUT_SCHEMAS[workload])
+        self.postgres.execute(f"CREATE TABLE {table} (" + ", ".join(
+            f'"{f.name}" {columns[f.dataType.simpleString()]}' for f in schema.fields) + ")")
+        return table
+
+    def _written(self, table: str | None) -> dict:
+        if table is None:
+            return {}
+        [(rows,)] = self.postgres.query(f"SELECT count(*) FROM {table}")
+        return {"rows_out": rows}
 
     def tws_counter(self, workload: str, n: int, per_batch: int) -> dict:
         """W3 written directly for Spark: a ``transformWithStateInPandas`` processor grouped by
@@ -631,6 +712,8 @@ def serve() -> None:
                       "trace": traceback.format_exc()[-4000:]}
         with lock:
             print("@@RESULT " + json.dumps(result), file=out, flush=True)
+    if runner.postgres is not None:
+        runner.postgres.stop()
 
 
 if __name__ == "__main__":

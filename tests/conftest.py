@@ -22,10 +22,16 @@ def spark() -> Iterator[Any]:
         "local[2]",
         "sparkcast-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-              "spark.driver.memory": "2g"},
+              "spark.driver.memory": "2g", **_jdbc_jars()},
     )
     yield spark
     spark.stop()
+
+
+def _jdbc_jars() -> dict[str, str]:
+    """PostgreSQL's JDBC driver on the session's classpath, when installed (the sink tests)."""
+    jar = Path("/usr/share/java/postgresql.jar")
+    return {"spark.jars": str(jar)} if jar.exists() else {}
 
 
 def write_json_lines(directory: Path, name: str, rows: list[Any]) -> Path:
@@ -57,3 +63,28 @@ def state_backend(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
     from tests.fake_spark_state import spark_backend_factory
 
     return spark_backend_factory()
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[Any]:
+    """One throwaway PostgreSQL server for the run (``sparkcast.apps.postgres``); a test takes
+    its own database from ``postgres``. Fails, never skips, when PostgreSQL is absent."""
+    from sparkcast.apps.postgres import PostgresCluster
+    from sparkcast.errors import MissingDependencyError
+
+    try:
+        cluster = PostgresCluster()
+    except MissingDependencyError as error:
+        pytest.fail(f"these tests need a real PostgreSQL: {error}", pytrace=False)
+    with cluster:
+        yield cluster
+
+
+@pytest.fixture
+def postgres(postgres_cluster: Any, request: pytest.FixtureRequest) -> Any:
+    """A fresh database of its own for one test, on the session's PostgreSQL server."""
+    import re
+
+    name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
+    postgres_cluster.execute(f'DROP DATABASE IF EXISTS "{name}"', database="postgres")
+    return postgres_cluster.create_database(name)

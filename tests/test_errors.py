@@ -21,6 +21,7 @@ from sparkcast.errors import (
     ArgumentTypeError,
     ConfigError,
     ContextError,
+    DatabaseError,
     HarnessError,
     IncompatibleCheckpointError,
     JavaNotFoundError,
@@ -146,6 +147,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (MissingDependencyError, (SparkcastError, ModuleNotFoundError)),
         (JavaNotFoundError, (SparkcastError, RuntimeError)),
         (UnsupportedSparkError, (SparkcastError, RuntimeError)),
+        (DatabaseError, (SparkcastError, RuntimeError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),
@@ -192,7 +194,7 @@ def test_every_error_class_is_importable_from_sparkcast_errors():
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 27
+    assert len(ours) == 29
     defined = _defined_errors()
     assert set(ours) == defined
     for cls in defined:

@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sparkcast.spark.tools",),
     ("sparkcast.spark.datastream",),
     ("sparkcast.spark",),  # the package: its public names, loaded lazily
+    ("sparkcast.sources",),  # broadcast sides read from outside (a PostgreSQL table)
     ("sparkcast",),  # the root package: the API, and ``Stream`` lazily
     ("sparkcast.apps",),
     ("sparkcast.cli",),

@@ -19,6 +19,8 @@ class of the package is defined and importable here, the applications' too:
     │                                         message names the extra to install
     ├── JavaNotFoundError (RuntimeError)      no Java that Spark runs on; the message says how
     ├── UnsupportedSparkError (RuntimeError)  a PySpark outside the tested range; names the range
+    ├── DatabaseError (RuntimeError)          a database (PostgreSQL) that cannot be started,
+    │                                         reached or read; the message says why and the fix
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
@@ -32,6 +34,8 @@ class of the package is defined and importable here, the applications' too:
     ├── QueryFailedError (RuntimeError)       a streaming query stopped with an error
     ├── UsageError (ValueError)               a ``sparkcast`` command-line mistake, found before
     │                                         Spark starts (exit status 2)
+    ├── SinkError (RuntimeError)              a sink refused before start (missing table, column
+    │                                         mismatch, unreachable database) or failed a batch
     ├── UserFunctionError (RuntimeError)      the user's code raised: function, callback, key
     │   the built-in applications (``sparkcast.apps``, ``sparkcast run <app>``):
     ├── AppError (ValueError)                 an unknown application, or a bad data directory
@@ -97,6 +101,11 @@ class UnsupportedSparkError(SparkcastError, RuntimeError):
     range and the version found (``spark/launch/versions.py``)."""
 
 
+class DatabaseError(SparkcastError, RuntimeError):
+    """A database could not be started, reached or read (a throwaway PostgreSQL cluster, a
+    broadcast side read from a table); the message names the database, the cause and the fix."""
+
+
 class StateError(SparkcastError):
     """Base of the state errors."""
 
@@ -152,6 +161,13 @@ class UsageError(SparkcastError, ValueError):
 class QueryFailedError(SparkcastError, RuntimeError):
     """A streaming query that sparkcast waited on stopped with an error; the query's exception
     is named in the message and is the ``__cause__``."""
+
+
+class SinkError(SparkcastError, RuntimeError):
+    """A sink of ``write_stream(sinks=...)`` cannot take an output: found before the query
+    starts where the sink can tell (missing table, a column that does not match, an unreachable
+    database), else when a micro-batch is written; the message names the output, the sink and
+    the fix."""
 
 
 class UserFunctionError(SparkcastError, RuntimeError):

@@ -44,6 +44,9 @@ def add_commands(commands: Any) -> None:
     demo.add_argument("--timeout", type=float, default=300.0,
                       help="stop after this many seconds even if unfinished (default 300)")
     demo.add_argument("--workdir", type=Path, help="keep data, outputs and checkpoint here")
+    demo.add_argument("--postgres", action="store_true",
+                      help="fraud only: rules in a throwaway PostgreSQL table (changed mid-run "
+                           "by an UPDATE), decisions written to PostgreSQL tables exactly once")
     _run_options(demo, demo, defaults=True)
 
     generate = commands.add_parser(
@@ -158,10 +161,26 @@ def _generate(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace, settings: object) -> int:
     from sparkcast.apps.runner import run_demo
 
+    if args.postgres:
+        return _postgres_demo(args)
     report = run_demo(get_app(args.app), seed=args.seed, scale=args.scale,
                       step_seconds=args.step_seconds, timeout=args.timeout,
                       workdir=args.workdir, settings=settings,  # type: ignore[arg-type]
                       out=sys.stdout if not args.no_view else _Quiet())
+    print("\n".join(report.lines))
+    print(f"  finished in {report.seconds:.0f} s")
+    return 0 if report.ok else 1
+
+
+def _postgres_demo(args: argparse.Namespace) -> int:
+    if args.app != "fraud":
+        raise SystemExit(f"--postgres runs the fraud demo only, not {args.app}")
+    from sparkcast.apps.fraud_postgres import run_postgres_demo
+
+    report = run_postgres_demo(seed=args.seed, scale=args.scale,
+                               step_seconds=args.step_seconds, timeout=args.timeout,
+                               parallelism=args.parallelism, workdir=args.workdir,
+                               out=sys.stdout if not args.no_view else _Quiet())
     print("\n".join(report.lines))
     print(f"  finished in {report.seconds:.0f} s")
     return 0 if report.ok else 1

@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
@@ -36,11 +35,13 @@ from sparkcast.core.output_check import no_schema_reason
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
 from sparkcast.spark.launch.workers import check_workers
-from sparkcast.spark.layout import DEAD_LETTER_SCHEMA, PAYLOAD, TAG
 from sparkcast.spark.observe.observation import next_name, observed
 from sparkcast.spark.observe.prometheus import serve_metrics
+from sparkcast.spark.outputs.batch_outputs import start as start_batches
 from sparkcast.spark.outputs.operators import tagged_output
 from sparkcast.spark.outputs.sinks import start_sink
+from sparkcast.spark.outputs.targets import start as start_sinks
+from sparkcast.spark.outputs.typed import dead_letter_rows, main_rows, side_rows
 from sparkcast.spark.plan import ProcessSpec, RuntimePlan
 from sparkcast.spark.planning.bootstrap import attach_initial_state
 from sparkcast.spark.planning.checks import prepare
@@ -262,8 +263,7 @@ class ProcessResult:
     @property
     def main(self) -> DataFrame:
         """The main output, with the ``output_schema`` columns."""
-        fields = [F.col(f"`{f}`") for f in self.plan.output_schema.fieldNames()]
-        return self.tagged.filter(F.col(TAG).isNull()).select(*fields)
+        return main_rows(self.tagged, self.plan.output_schema)
 
     def side_output(self, tag: OutputTag) -> DataFrame:
         """One side output, typed by its schema (declared in ``side_outputs=[...]`` or carried
@@ -273,10 +273,7 @@ class ProcessResult:
         if tag.tag_id == DEAD_LETTERS.tag_id:
             return self.dead_letters
         schema = self._register(tag)
-        rows = self.tagged.filter(F.col(TAG) == F.lit(tag.tag_id))
-        if schema is None:
-            return rows.select(F.col(PAYLOAD).alias("value"))
-        return rows.select(F.from_json(PAYLOAD, schema).alias("v")).select("v.*")
+        return side_rows(self.tagged, tag.tag_id, schema)
 
     get_side_output = side_output  # PyFlink's name, so ported code reads the same
 
@@ -301,22 +298,46 @@ class ProcessResult:
     @property
     def dead_letters(self) -> DataFrame:
         """Inputs and outputs that failed, with the reason (``callback``, ``error``)."""
-        rows = self.tagged.filter(F.col(TAG) == F.lit(DEAD_LETTERS.tag_id))
-        return rows.select(F.from_json(PAYLOAD, DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
+        return dead_letter_rows(self.tagged)
 
-    def write_stream(self, path: str, checkpoint_location: str, *, format: str = "parquet",
+    def write_stream(self, path: str | None = None, checkpoint_location: str | None = None, *,
+                     sinks: Mapping[Any, Any] | None = None, format: str = "parquet",
                      trigger: dict[str, Any] | None = None, query_name: str | None = None,
                      metrics_port: int | None = None) -> StreamingQuery:
         """Start ONE streaming query that writes the main output, every side output and the
-        dead letters under ``path`` (one checkpoint, no recomputation), exactly once through
-        Spark's file sink; read them with ``read_output(spark, path, "main" | tag)``.
-        ``metrics_port`` serves the Prometheus endpoint on 127.0.0.1 (docs/monitoring.md)."""
-        if not self.tagged.isStreaming:
-            raise PipelineError("write_stream needs a streaming input; for batch DataFrames "
-                                "write result.main and result.side_output(tag) directly")
+        dead letters (one checkpoint, no recomputation): under ``path`` exactly once, read with
+        ``read_output(spark, path, "main" | tag)``; or into ``sinks`` (``{"main": ..., tag:
+        ..., "dead_letters": ...}`` from ``sparkcast.sinks``; docs/sinks.md says which
+        guarantee each gives). ``metrics_port`` serves the Prometheus endpoint on 127.0.0.1
+        (docs/monitoring.md)."""
+        if checkpoint_location is None or (path is None) == (sinks is None):
+            raise PipelineError("write_stream takes a checkpoint_location and either a path or "
+                                "sinks={output: sink}")
+        self._streaming("write_stream")
         if metrics_port is not None:
             serve_metrics(self.tagged.sparkSession, metrics_port)
+        if sinks is not None:
+            return start_sinks(self, dict(sinks), checkpoint_location, trigger, query_name)
+        assert path is not None
         return start_sink(self, path, checkpoint_location, format, trigger, query_name)
+
+    def foreach_batch(self, fn: Callable[[Mapping[str, DataFrame], int], None],
+                      checkpoint_location: str, *, trigger: dict[str, Any] | None = None,
+                      query_name: str | None = None) -> StreamingQuery:
+        """Start ONE streaming query calling ``fn(outputs, batch_id)`` per micro-batch, where
+        ``outputs`` maps ``"main"``, each side output's tag id and ``"dead_letters"`` to the
+        batch's rows as typed batch DataFrames (Spark's ``foreachBatch`` contract: a replayed
+        ``batch_id`` gives identical frames). As with Spark's, each action on a frame computes
+        it: persist them if ``fn`` acts on them more than once (docs/sinks.md)."""
+        self._streaming("foreach_batch")
+        return start_batches(self, lambda _tagged, frames, batch_id: fn(frames, batch_id),
+                             checkpoint_location, trigger, query_name, count=False,
+                             persist=False)
+
+    def _streaming(self, method: str) -> None:
+        if not self.tagged.isStreaming:
+            raise PipelineError(f"{method} needs a streaming input; for batch DataFrames write "
+                                "result.main and result.side_output(tag) directly")
 
     def _register(self, tag: OutputTag) -> StructType | None:
         known = self.plan.side_schemas

@@ -104,24 +104,36 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
                trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """Check the checkpoint, set up the files beside the output, start the plan's sink."""
     plan = outputs.plan
-    _keep_recorded_groups(plan, checkpoint_location)
-    check_checkpoint(plan, checkpoint_location)  # refuses before anything is written
+    prepare_checkpoint(outputs, checkpoint_location)
     if plan.path is not ExecutionPath.STREAMED and plan.spark is not None:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
         interval = plan.spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10")
         CommitLog(path, int(interval or 10)).fill(
             checkpoint_files.committed_batches(checkpoint_location))
-    plan.blob_store = query_blob_store(plan, checkpoint_location)
-    outputs.reset()  # the operator is rebuilt with the query's blob store
-    earlier = (read_manifest(path) or {}).get("side_outputs", {})
-    write_manifest(path, plan.output_schema.simpleString(), {
-        **earlier,  # a side output dropped on a restart keeps its schema for read_output
-        HOLD_OVERFLOW.tag_id: None,
-        **{tag: (None if schema is None else schema.simpleString())
-           for tag, schema in plan.side_schemas.items()}})
+    write_files_manifest(plan, path)
     query = SINKS[plan.path].start(outputs, path, checkpoint_location, format, trigger,
                                    query_name)
     log = progress_log_path(path)
     if log is not None:
         PROGRESS_LOGS[str(query.id)] = log
     return query
+
+
+def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None:
+    """Refuse a checkpoint the plan cannot restart from (before anything is written), and give
+    the plan the query's blob store."""
+    plan = outputs.plan
+    _keep_recorded_groups(plan, checkpoint_location)
+    check_checkpoint(plan, checkpoint_location)
+    plan.blob_store = query_blob_store(plan, checkpoint_location)
+    outputs.reset()  # the operator is rebuilt with the query's blob store
+
+
+def write_files_manifest(plan: RuntimePlan, path: str) -> None:
+    """The side outputs' schemas beside the files under ``path``, for ``read_output``."""
+    earlier = (read_manifest(path) or {}).get("side_outputs", {})
+    write_manifest(path, plan.output_schema.simpleString(), {
+        **earlier,  # a side output dropped on a restart keeps its schema for read_output
+        HOLD_OVERFLOW.tag_id: None,
+        **{tag: (None if schema is None else schema.simpleString())
+           for tag, schema in plan.side_schemas.items()}})

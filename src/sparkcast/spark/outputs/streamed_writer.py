@@ -76,22 +76,27 @@ class StreamedWriter:
 
     def _report(self, query: StreamingQuery | None, batch_id: int, row: dict[str, Any],
                 applied: int) -> None:
-        """The batch's counts, with the broadcast elements the driver applied once, to the
-        listener that merges them into the batch's progress (the monitor, the progress log,
-        Prometheus, the INFO and WARN lines); to the WARN line alone without the query."""
-        row = {**row, APPLIED_ONCE: applied}
-        if query is not None:
-            report_streamed(str(query.id), batch_id, self.observation, row)
-            return
-        line = warning(row, self.query_name or "write_stream", batch_id)
-        if line is not None:
-            log.warning(line)
+        report(query, batch_id, row, applied, self.observation, self.query_name or "write_stream")
+
+
+def report(query: StreamingQuery | None, batch_id: int, row: dict[str, Any], applied: int,
+           observation: str, query_name: str) -> None:
+    """A batch's counts, with the broadcast elements the driver applied once, to the listener
+    that merges them into the batch's progress (the monitor, the progress log, Prometheus, the
+    INFO and WARN lines); to the WARN line alone without the query."""
+    row = {**row, APPLIED_ONCE: applied}
+    if query is not None:
+        report_streamed(str(query.id), batch_id, observation, row)
+        return
+    line = warning(row, query_name, batch_id)
+    if line is not None:
+        log.warning(line)
 
 
 def start(plan: RuntimePlan, writer: StreamedWriter, checkpoint_location: str,
           trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """The one streaming query of the streamed path."""
-    _refuse_operator_state(checkpoint_location)
+    refuse_operator_state(checkpoint_location)
     assert plan.streamed_input is not None
     return start_query(plan.streamed_input.writeStream.foreachBatch(writer)
                        .option("checkpointLocation", checkpoint_location), trigger, query_name)
@@ -107,7 +112,7 @@ def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
     return stream.start()
 
 
-def _refuse_operator_state(checkpoint_location: str) -> None:
+def refuse_operator_state(checkpoint_location: str) -> None:
     """A checkpoint with Spark operator state was written by the operator path (perhaps by a
     query the user started on ``result.main``, which records no layout file)."""
     if checkpoint_files.holds_operator_state(checkpoint_location):

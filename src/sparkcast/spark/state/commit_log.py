@@ -49,8 +49,18 @@ class CommitLog:
         False when it was committed before."""
         if self.committed(batch):
             return False  # a replay of a batch that committed before the crash
+        self.commit(batch, self.stage(batch, frame, format))
+        return True
+
+    def stage(self, batch: int, frame: DataFrame, format: str) -> str:
+        """Write ``frame`` where readers do not look; ``commit`` publishes it (the two halves of
+        ``write``, for a writer that commits several sinks after staging all of them)."""
         staging = storage.join(self.path, STAGING, str(batch))
         frame.write.format(format).partitionBy(OUTPUT).mode("overwrite").save(staging)
+        return staging
+
+    def commit(self, batch: int, staging: str) -> None:
+        """Move the staged files of ``batch`` into the output and log them in one atomic file."""
         entries = self._publish(batch, staging)
         compact = self._compacts(batch)
         if compact:
@@ -58,7 +68,6 @@ class CommitLog:
         storage.write_bytes(self._file(batch, compact),
                             b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
         storage.delete(staging)
-        return True
 
     def fill(self, batches: list[int]) -> list[int]:
         """Log the given batches that have no log file, after the last logged one, as batches

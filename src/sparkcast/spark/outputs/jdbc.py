@@ -1,0 +1,150 @@
+"""Exactly once into a database over JDBC: staged by the tasks, moved by one driver transaction.
+
+Per micro-batch N of a query Q (Q: the query id in the checkpoint's ``metadata``, stable across
+restarts, new with a new checkpoint):
+
+1. the ledger (``sparkcast_ledger``: ``query_id``, ``batch_id``) says whether N was committed;
+   a replay of a committed batch stops here;
+2. each output's rows are appended by Spark's JDBC writer (the tasks, in parallel) to a staging
+   table ``<table>_sparkcast_staging`` with two more columns, Q and N, after the rows of an
+   interrupted attempt of N are deleted;
+3. ONE transaction on the driver, per database: for every output, ``INSERT INTO <table> SELECT
+   ... FROM <staging> WHERE Q, N`` and the staged rows deleted; then (Q, N) into the ledger;
+   commit. All of N in every table of that database, or none of it.
+
+The driver's transaction goes through the JVM's ``java.sql.DriverManager`` with the driver
+Spark's writer uses (``spark.jars``): any database with a JDBC driver, no Python client to
+install, and the same URL and properties as Spark's ``df.write.jdbc``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sparkcast.errors import SinkError
+
+QUERY_COLUMN = "_sparkcast_query"
+BATCH_COLUMN = "_sparkcast_batch"
+STAGING_SUFFIX = "_sparkcast_staging"
+LEDGER = "sparkcast_ledger"
+#: drivers known by URL, so ``properties`` need not name them
+DRIVERS = {"postgresql": "org.postgresql.Driver", "mysql": "com.mysql.cj.jdbc.Driver",
+           "mariadb": "org.mariadb.jdbc.Driver", "h2": "org.h2.Driver",
+           "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
+           "sqlite": "org.sqlite.JDBC", "oracle": "oracle.jdbc.OracleDriver"}
+
+
+def driver_class(url: str, properties: dict[str, str]) -> str:
+    """The JDBC driver's class: ``properties["driver"]``, else known from the URL."""
+    if properties.get("driver"):
+        return properties["driver"]
+    kind = url.split(":")[1] if url.startswith("jdbc:") and url.count(":") > 1 else ""
+    if kind not in DRIVERS:
+        raise SinkError(f"jdbc sink {url!r}: no JDBC driver is known for this URL; name it "
+                        "in properties={'driver': '<class>'} and put its jar in spark.jars")
+    return DRIVERS[kind]
+
+
+def java_message(error: BaseException) -> str:
+    """The first line of a Java exception's message (Py4J wraps it with its stack)."""
+    java = getattr(error, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(error)
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+class Database:
+    """JDBC connections from the driver, through the JVM of ``spark``."""
+
+    def __init__(self, spark: Any, url: str, properties: dict[str, str]) -> None:
+        self.spark = spark
+        self.url = url
+        self.properties = dict(properties)
+        self.driver = driver_class(url, self.properties)
+        self.dialect = spark._jvm.org.apache.spark.sql.jdbc.JdbcDialects.get(url)
+
+    def quote(self, name: str) -> str:
+        return str(self.dialect.quoteIdentifier(name))
+
+    @contextmanager
+    def connect(self) -> Iterator[Any]:
+        jvm = self.spark._jvm
+        try:
+            jvm.org.apache.spark.sql.execution.datasources.jdbc.DriverRegistry.register(
+                self.driver)
+        except Exception as error:
+            raise SinkError(f"jdbc sink {self.url!r}: driver {self.driver} is not on Spark's "
+                            f"classpath ({java_message(error)}); add its jar to spark.jars "
+                            "(PostgreSQL: apt-get install libpostgresql-jdbc-java, then "
+                            "/usr/share/java/postgresql.jar)") from error
+        props = jvm.java.util.Properties()
+        for key, value in self.properties.items():
+            props.setProperty(key, str(value))
+        connection = jvm.java.sql.DriverManager.getConnection(self.url, props)
+        try:
+            yield connection
+        finally:
+            connection.close()
+
+    def columns(self, connection: Any, table: str) -> list[str] | None:
+        """The table's column names (None: there is no such table)."""
+        statement = connection.createStatement()
+        try:
+            result = statement.executeQuery(f"SELECT * FROM {table} WHERE 1 = 0")
+        except Exception:  # noqa: BLE001 - the driver's way of saying the table is missing
+            statement.close()
+            return None
+        meta = result.getMetaData()
+        names = [str(meta.getColumnName(i + 1)) for i in range(meta.getColumnCount())]
+        statement.close()
+        return names
+
+
+def execute(connection: Any, sql: str, *values: Any) -> int:
+    """Run one statement with positional ``?`` values; the number of rows it changed."""
+    statement = connection.prepareStatement(sql)
+    try:
+        for index, value in enumerate(values, start=1):
+            if isinstance(value, int):
+                statement.setLong(index, value)
+            else:
+                statement.setString(index, str(value))
+        return int(statement.executeUpdate())
+    finally:
+        statement.close()
+
+
+def exists(connection: Any, sql: str, *values: Any) -> bool:
+    statement = connection.prepareStatement(sql)
+    try:
+        for index, value in enumerate(values, start=1):
+            if isinstance(value, int):
+                statement.setLong(index, value)
+            else:
+                statement.setString(index, str(value))
+        result = statement.executeQuery()
+        return bool(result.next())
+    finally:
+        statement.close()
+
+
+class Ledger:
+    """The committed batches of the queries writing into one database."""
+
+    def __init__(self, database: Database, table: str = LEDGER) -> None:
+        self.database = database
+        self.table = table
+
+    def create(self, connection: Any) -> None:
+        if self.database.columns(connection, self.table) is None:
+            execute(connection, f"CREATE TABLE {self.table} (query_id VARCHAR(64) NOT NULL, "
+                    "batch_id BIGINT NOT NULL, PRIMARY KEY (query_id, batch_id))")
+
+    def committed(self, connection: Any, query_id: str, batch_id: int) -> bool:
+        return exists(connection, f"SELECT 1 FROM {self.table} WHERE query_id = ? AND "
+                      "batch_id = ?", query_id, batch_id)
+
+    def record(self, connection: Any, query_id: str, batch_id: int) -> None:
+        execute(connection, f"INSERT INTO {self.table} (query_id, batch_id) VALUES (?, ?)",
+                query_id, batch_id)

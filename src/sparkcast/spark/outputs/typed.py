@@ -1,0 +1,60 @@
+"""The tagged frame (``layout.py``) as the user's typed outputs: the main rows, each side output
+parsed with its schema, the dead letters. ``ProcessResult``'s accessors and the per-batch
+frames of ``foreach_batch`` and ``write_stream(sinks=...)`` are built here, one way.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructType
+
+from sparkcast.api.options import HOLD_OVERFLOW
+from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.spark.execution.encoding import tagged_schema
+from sparkcast.spark.layout import DEAD_LETTER_SCHEMA, MAIN, PAYLOAD, TAG
+from sparkcast.spark.plan import RuntimePlan
+
+
+def main_rows(tagged: DataFrame, output_schema: StructType) -> DataFrame:
+    """The main output, with the ``output_schema`` columns."""
+    fields = [F.col(f"`{f}`") for f in output_schema.fieldNames()]
+    return tagged.filter(F.col(TAG).isNull()).select(*fields)
+
+
+def side_rows(tagged: DataFrame, tag_id: str, schema: StructType | None) -> DataFrame:
+    """One side output typed by ``schema``; without one, a JSON column ``value``."""
+    rows = tagged.filter(F.col(TAG) == F.lit(tag_id))
+    if schema is None:
+        return rows.select(F.col(PAYLOAD).alias("value"))
+    return rows.select(F.from_json(PAYLOAD, schema).alias("v")).select("v.*")
+
+
+def dead_letter_rows(tagged: DataFrame) -> DataFrame:
+    """Inputs and outputs that failed, with the reason (``DEAD_LETTER_SCHEMA``)."""
+    rows = tagged.filter(F.col(TAG) == F.lit(DEAD_LETTERS.tag_id))
+    return rows.select(F.from_json(PAYLOAD, DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
+
+
+def output_names(plan: RuntimePlan) -> list[str]:
+    """Every output a plan can emit: ``"main"``, the side outputs' tag ids (the overflow of
+    ``hold_until_ready`` only when it holds), ``"dead_letters"``."""
+    sides = [tag for tag in plan.side_schemas
+             if tag != HOLD_OVERFLOW.tag_id or plan.options.hold_until_ready]
+    return [MAIN, *sides, DEAD_LETTERS.tag_id]
+
+
+def split(tagged: DataFrame, plan: RuntimePlan) -> dict[str, DataFrame]:
+    """Every output of ``plan`` as its typed frame over ``tagged`` (one micro-batch's rows)."""
+    frames = {MAIN: main_rows(tagged, plan.output_schema)}
+    for name in output_names(plan)[1:-1]:
+        frames[name] = side_rows(tagged, name, plan.side_schemas.get(name))
+    frames[DEAD_LETTERS.tag_id] = dead_letter_rows(tagged)
+    return frames
+
+
+def schemas(plan: RuntimePlan) -> dict[str, StructType]:
+    """Each output's schema, from an empty tagged frame (analysis only, nothing runs)."""
+    assert plan.spark is not None
+    empty = plan.spark.createDataFrame([], tagged_schema(plan.output_schema, LongType()))
+    return {name: frame.schema for name, frame in split(empty, plan).items()}

@@ -1,0 +1,148 @@
+"""The pipelines of the sink tests: non-keyed (the streamed path) and keyed (the operator path),
+each with a side output and dead letters (a raising element, a malformed line).
+
+``python -m tests.spark.sink_pipeline <base> <kind> <jdbc url> <user>`` runs one with ``jdbc`` sinks
+for every output (``availableNow``, micro-batch i = input file i) and exits; the SIGKILL test
+kills it between the database's commit and Spark's. ``expected`` gives the harness's outputs.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from sparkcast import (
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    OutputTag,
+    ValueStateDescriptor,
+)
+from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
+from tests.spark.differential import read_stream, write_batch_file
+
+FACTORS = MapStateDescriptor("factors", str, float)
+SEEN = ValueStateDescriptor("seen", int)
+BIG = OutputTag("big", "id long, scaled double")
+MAIN_SCHEMA = "id long, user string, amount double, _corrupt_record string"
+FACTOR_SCHEMA = "name string, factor double"
+OUTPUT = "id long, scaled double"
+KINDS = ("streamed", "operator")
+EVENTS = [
+    [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(0, 30)],
+    [{"id": 30, "user": "u", "amount": -1.0}, '{"id": 31, "user": "u',
+     {"id": 32, "user": "v", "amount": 40.0}],
+    [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(33, 60)],
+    [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(60, 75)],
+]
+FACTOR_BATCHES = [
+    [{"name": "u", "factor": 10.0}, {"name": "v", "factor": 0.5}],
+    [],
+    [{"name": "v", "factor": 3.0}, {"name": "w", "factor": 2.0}],
+    [{"name": "u", "factor": 1.0}],
+]
+TABLES = {"main": "scaled", "big": "big", "dead_letters": "letters"}
+CREATE = {"main": "id bigint, scaled double precision",
+          "big": "id bigint, scaled double precision",
+          "dead_letters": "callback text, error text, key text, value text, timestamp bigint, "
+                          "subtask int"}
+
+
+def _scale(value: Any, ctx: Any) -> Any:
+    if value["amount"] < 0:
+        raise ValueError(f"negative amount {value['amount']}")
+    factor = ctx.get_broadcast_state(FACTORS).get(value["user"])
+    scaled = value["amount"] * (1.0 if factor is None else factor)
+    if scaled > 100:
+        yield BIG, (value["id"], scaled)
+    yield value["id"], scaled
+
+
+class Scale(BroadcastProcessFunction):
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(FACTORS).put(value["name"], value["factor"])
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield from _scale(value, ctx)
+
+
+class KeyedScale(KeyedBroadcastProcessFunction):
+    """The same outputs, with keyed state (so the operator path)."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.seen = runtime_context.get_state(SEEN)
+
+    process_broadcast_element = Scale.process_broadcast_element
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        self.seen.update((self.seen.value() or 0) + 1)
+        yield from _scale(value, ctx)
+
+
+def write_inputs(base: Path, batches: list[int] | None = None) -> None:
+    for index in range(len(EVENTS)) if batches is None else batches:
+        write_batch_file(base / "events", index, EVENTS[index])
+        write_batch_file(base / "factors", index, FACTOR_BATCHES[index])
+
+
+def build(spark: Any, base: Path, kind: str) -> Any:
+    from sparkcast.spark import Stream
+
+    events = Stream(read_stream(spark, MAIN_SCHEMA, base / "events"))
+    factors = read_stream(spark, FACTOR_SCHEMA, base / "factors")
+    function: Any = Scale()
+    if kind == "operator":
+        events, function = events.key_by("user"), KeyedScale()
+    result = events.connect(Stream(factors).broadcast(FACTORS)).process(
+        function, OUTPUT, parallelism=3, side_outputs=[BIG])
+    assert result.plan.path == kind, result.plan.path
+    return result
+
+
+def expected(kind: str, batches: int = len(EVENTS)) -> dict[str, Counter]:
+    """``{output: Counter(rows)}`` from the harness; dead letters as (callback, error)."""
+    h: Any = (BroadcastHarness(Scale(), [FACTORS], on_error="dead_letter") if kind == "streamed"
+              else KeyedBroadcastHarness(KeyedScale(), lambda v: v["user"], [FACTORS],
+                                         on_error="dead_letter"))
+    h.open()
+    for index in range(batches):
+        h.process_micro_batch([r for r in EVENTS[index] if isinstance(r, dict)],
+                              FACTOR_BATCHES[index])
+    letters = Counter((d.callback, d.error) for d in h.dead_letters())
+    if batches > 1:
+        letters[("input", "malformed input")] += 1
+    return {"main": Counter(tuple(v) for v in h.output()),
+            "big": Counter(tuple(v) for v in h.side_output(BIG)),
+            "dead_letters": letters}
+
+
+def letter_key(row: Any) -> tuple[str, str]:
+    """A dead letter as ``expected`` counts it (a malformed line's error names the parser)."""
+    return (row["callback"], "malformed input" if row["callback"] == "input" else row["error"])
+
+
+def jdbc_sinks(url: str, properties: dict[str, str]) -> dict[str, Any]:
+    from sparkcast import sinks
+
+    return {name: sinks.jdbc(url, table, properties=properties)
+            for name, table in TABLES.items()}
+
+
+def run(base: Path, kind: str, url: str, user: str) -> None:
+    from sparkcast.apps.postgres import jdbc_jar
+    from sparkcast.spark import session
+
+    spark = session("local[2]", "sparkcast-sink-faults",
+                    conf={"spark.sql.shuffle.partitions": "2", "spark.jars": str(jdbc_jar())})
+    result = build(spark, base, kind)
+    query = result.write_stream(checkpoint_location=str(base / "checkpoint"),
+                                sinks=jdbc_sinks(url, {"user": user}),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    run(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4])

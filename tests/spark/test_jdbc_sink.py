@@ -1,0 +1,204 @@
+"""``write_stream(sinks=...)`` into a REAL PostgreSQL (the throwaway cluster of
+``sparkcast.apps.postgres``): keyed and non-keyed pipelines with a side output and dead letters,
+every table exactly once and equal to the harness, across restarts, a failing sink, and a
+SIGKILL of the driver between the database's commit and Spark's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from sparkcast import sinks
+from sparkcast.errors import PipelineError, SinkError
+from sparkcast.spark import read_output
+from tests.spark import sink_pipeline as pipeline
+
+pytestmark = pytest.mark.spark
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _create_tables(db):
+    for name, table in pipeline.TABLES.items():
+        db.execute(f"CREATE TABLE {table} ({pipeline.CREATE[name]})")
+
+
+def _table_rows(db, name):
+    table = pipeline.TABLES[name]
+    if name == "dead_letters":
+        return Counter(pipeline.letter_key({"callback": c, "error": e})
+                       for c, e in db.query(f"SELECT callback, error FROM {table}"))
+    return Counter(tuple(r) for r in db.query(f"SELECT id, scaled FROM {table}"))
+
+
+def _run(result, base, sinks_):
+    query = result.write_stream(checkpoint_location=str(base / "checkpoint"), sinks=sinks_,
+                                trigger={"availableNow": True})
+    try:
+        query.awaitTermination()
+    except StreamingQueryException:
+        pass  # the failing sink's test reads it from query.exception()
+    return query
+
+
+@pytest.mark.parametrize("kind", pipeline.KINDS)
+def test_every_output_into_its_table_exactly_once_across_a_restart(spark, tmp_path, postgres,
+                                                                   kind):
+    _create_tables(postgres)
+    chosen = pipeline.jdbc_sinks(postgres.jdbc_url, postgres.jdbc_properties)
+    pipeline.write_inputs(tmp_path, [0, 1])
+    _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(kind, 2)
+
+    pipeline.write_inputs(tmp_path, [2, 3])
+    query = _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    assert query.exception() is None
+    assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(kind)
+    for table in pipeline.TABLES.values():  # nothing left staged
+        assert postgres.query(f"SELECT count(*) FROM {table}_sparkcast_staging") == [(0,)]
+    batches = postgres.query("SELECT batch_id FROM sparkcast_ledger ORDER BY batch_id")
+    assert [b for (b,) in batches] == list(range(len(pipeline.EVENTS)))
+
+
+def test_sinks_are_checked_before_the_query_starts(spark, tmp_path, postgres):
+    pipeline.write_inputs(tmp_path, [0])
+    result = pipeline.build(spark, tmp_path, "streamed")
+    url, props = postgres.jdbc_url, postgres.jdbc_properties
+    out = sinks.files(str(tmp_path / "out"))
+
+    def start(chosen):
+        return result.write_stream(checkpoint_location=str(tmp_path / "ckpt"), sinks=chosen)
+
+    with pytest.raises(SinkError, match=r"output 'main', sink jdbc\(.*'scaled'\): table scaled "
+                                        r"does not exist; create it"):
+        start({"main": sinks.jdbc(url, "scaled", props), "big": out})
+    postgres.execute("CREATE TABLE scaled (id bigint, amount double precision)")
+    with pytest.raises(SinkError, match=r"output 'main', .*has no column \['scaled'\].*add"):
+        start({"main": sinks.jdbc(url, "scaled", props), "big": out})
+    down = url.replace(f":{postgres.port}/", ":1/")
+    with pytest.raises(SinkError, match=r"output 'main', .*cannot reach the database .*start it"):
+        start({"main": sinks.jdbc(down, "scaled", props), "big": out})
+    with pytest.raises(PipelineError, match=r"outputs \['big'\] have no sink"):
+        start({"main": out})
+    with pytest.raises(PipelineError, match="does not have"):
+        start({"main": out, "big": out, "alerts": out})
+    with pytest.raises(PipelineError, match="is a str"):
+        start({"main": "jdbc:postgresql://x", "big": out})
+    assert not spark.streams.active
+    assert not (tmp_path / "ckpt" / "commits").exists()
+
+
+def test_a_failing_sink_fails_the_query_and_a_restart_writes_the_batch_once(
+        spark, tmp_path, postgres):
+    """A constraint the big side output breaks in micro-batch 2: the query fails naming the
+    sink, nothing of batch 2 is in any table (or in the dead letters' default files beside the
+    checkpoint); after the fix, a restart writes it exactly once."""
+    _create_tables(postgres)
+    postgres.execute("ALTER TABLE big ADD CONSTRAINT small CHECK (scaled < 400)")
+    url, props = postgres.jdbc_url, postgres.jdbc_properties
+    chosen = {"main": sinks.jdbc(url, "scaled", props), "big": sinks.jdbc(url, "big", props)}
+    pipeline.write_inputs(tmp_path)
+    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    assert "outputs ['main', 'big'], sink jdbc(" in str(query.exception())
+    assert "small" in str(query.exception())  # the database's reason
+    before = pipeline.expected("streamed", 2)
+    assert _table_rows(postgres, "main") == before["main"]
+    assert _table_rows(postgres, "big") == before["big"]
+    letters = str(tmp_path / "checkpoint_dead_letters")
+    written = Counter(pipeline.letter_key(r) for r in
+                      read_output(spark, letters, "dead_letters").collect())
+    assert written == before["dead_letters"]
+
+    postgres.execute("ALTER TABLE big DROP CONSTRAINT small")
+    assert _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen).exception() is None
+    want = pipeline.expected("streamed")
+    assert _table_rows(postgres, "main") == want["main"]
+    assert _table_rows(postgres, "big") == want["big"]
+    written = Counter(pipeline.letter_key(r) for r in
+                      read_output(spark, letters, "dead_letters").collect())
+    assert written == want["dead_letters"]
+
+
+class ListSink:
+    """A user's own sink: at-least-once, so it keys what it got by batch id."""
+
+    def __init__(self):
+        self.batches: dict[int, list] = {}
+
+    def write(self, frame, output, batch_id):
+        self.batches[batch_id] = [(output, *r) for r in frame.collect()]
+
+
+def test_table_and_own_sinks_beside_a_jdbc_sink(spark, tmp_path, postgres):
+    _create_tables(postgres)
+    own = ListSink()
+    chosen = {"main": sinks.jdbc(postgres.jdbc_url, "scaled", postgres.jdbc_properties),
+              "big": sinks.table(format="parquet", options={"path": str(tmp_path / "big")}),
+              "dead_letters": own}
+    pipeline.write_inputs(tmp_path)
+    assert _run(pipeline.build(spark, tmp_path, "operator"), tmp_path, chosen
+                ).exception() is None
+    want = pipeline.expected("operator")
+    assert _table_rows(postgres, "main") == want["main"]
+    big = spark.read.parquet(str(tmp_path / "big"))
+    assert Counter((r.id, r.scaled) for r in big.collect()) == want["big"]
+    ids = big.select("_sparkcast_batch", "_sparkcast_row").distinct().count()
+    assert ids == big.count()  # a stable id per row to deduplicate on
+    letters = Counter(pipeline.letter_key({"callback": r[1], "error": r[2]})
+                      for rows in own.batches.values() for r in rows)
+    assert letters == want["dead_letters"]
+
+
+# --------------------------------------------------------------------------- SIGKILL
+
+
+def _committed_by_spark(base: Path) -> set[int]:
+    commits = base / "checkpoint" / "commits"
+    return {int(n) for n in os.listdir(commits) if n.isdigit()} if commits.is_dir() else set()
+
+
+def test_sigkill_between_the_database_commit_and_sparks_commit(spark, tmp_path, postgres):
+    """The driver dies after the ledger holds batch 1 and before Spark's checkpoint commits it:
+    the restart replays batch 1, the ledger skips it, and every table holds every row once."""
+    _create_tables(postgres)
+    pipeline.write_inputs(tmp_path)
+    log = tmp_path / "run.log"
+    command = [sys.executable, "-m", "tests.spark.sink_pipeline", str(tmp_path), "operator",
+               postgres.jdbc_url, postgres.user]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=log.open("ab"),
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    landed = False
+    try:
+        with postgres.connect() as connection:
+            deadline = time.monotonic() + 240
+            while time.monotonic() < deadline and process.poll() is None:
+                ledger = connection.execute(
+                    "SELECT batch_id FROM sparkcast_ledger WHERE batch_id = 1").fetchall() if \
+                    connection.execute("SELECT to_regclass('sparkcast_ledger')").fetchone()[0] \
+                    else []
+                if ledger and 1 not in _committed_by_spark(tmp_path):
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                    landed = 1 not in _committed_by_spark(tmp_path)
+                    break
+                time.sleep(0.002)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert landed, log.read_text()[-3000:]
+    assert postgres.query("SELECT count(*) FROM sparkcast_ledger") == [(2,)]
+
+    restart = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=480)
+    assert restart.returncode == 0, restart.stdout[-3000:] + restart.stderr[-3000:]
+    assert _committed_by_spark(tmp_path) >= set(range(len(pipeline.EVENTS)))
+    want = pipeline.expected("operator")
+    assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == want
