@@ -85,9 +85,9 @@ def _read(spark, base):
             Counter(r["callback"] for r in read_output(spark, out, "dead_letters").collect()))
 
 
-def _expected(function, batches=range(3)):
+def _expected(function, batches=range(3), copies=PARALLELISM):
     """The harness over the same micro-batches; what ``process_broadcast_element`` emits comes
-    once from each of the operator path's P subtasks."""
+    once from each of the operator path's P subtasks (``copies``: from how many of them)."""
     h = BroadcastHarness(function, broadcast_descriptors=[FACTORS], on_error="dead_letter")
     h.open()
     for index in batches:
@@ -97,7 +97,7 @@ def _expected(function, batches=range(3)):
     main = Counter(_rows(h.output()))
     big = Counter()
     for value in h.side_output(BIG):
-        big[tuple(value)] += PARALLELISM if value[0] == 0 else 1
+        big[tuple(value)] += copies if value[0] == 0 else 1
     letters = Counter(d.callback for d in h.dead_letters())
     letters["input"] += 1  # the malformed line
     return main, big, letters
@@ -242,6 +242,30 @@ def test_outputs_equal_the_harness_across_a_restart_without_shuffle_or_state(
     assert _read(spark, tmp_path) == _expected(type(function)())
     # only the snapshots a replay of the next batch could need are kept
     assert _logged(tmp_path / "checkpoint" / "sparkcast" / "broadcast") == [0, 2]
+
+
+class AnnounceOnce(Scale):
+    """Emits on the broadcast side from subtask 0 only, as the fraud application does."""
+
+    def open(self, runtime_context):
+        self.subtask = runtime_context.get_index_of_this_subtask()
+
+    def process_broadcast_element(self, value, ctx):
+        super().process_broadcast_element(value, ctx)
+        if self.subtask == 0:
+            yield BIG, (0, value["factor"])
+
+
+def test_a_function_that_asks_its_subtask_gets_each_subtasks_own_broadcast_outputs(
+        spark, tmp_path):
+    """The driver applies a batch's broadcast elements once for the state; a function that asks
+    which subtask it is may emit differently on each, so each subtask's outputs are its own
+    (here one copy, as on the operator path), not subtask 0's copied P times."""
+    _write_inputs(tmp_path, [0, 1, 2])
+    result = _process(spark, tmp_path, AnnounceOnce())
+    assert result.plan.path == "streamed"
+    _run(result, tmp_path)
+    assert _read(spark, tmp_path) == _expected(AnnounceOnce(), copies=1)
 
 
 def test_a_replayed_batch_is_written_once_whether_or_not_its_output_committed(spark, tmp_path):

@@ -86,6 +86,7 @@ class SubtaskEngine:
         self.timers = {domain: TimerQueue() for domain in TimeDomain}
         self.hold = HoldBuffer(self.options.hold_until_ready, self.options.hold_capacity)
         self.broadcast_version = ""
+        self.runtime_context: EngineRuntimeContext | None = None  # set by open()
         self.broadcast = BroadcastStates(descriptors, self._broadcast_changed)
         self.keyed_states = KeyedStates(self.scope, self.keyed, descriptors)
         parts = ContextParts(self.scope, self.collector, self.broadcast, self.keyed_states,
@@ -120,7 +121,14 @@ class SubtaskEngine:
 
     def open(self) -> None:
         context = EngineRuntimeContext(self.keyed_states, self.task, self.metrics)
+        self.runtime_context = context
         self._call_plain("open", self.function.open, context)
+
+    @property
+    def reads_subtask(self) -> bool:
+        """Whether the function has asked which subtask it is (its outputs may differ by
+        subtask)."""
+        return self.runtime_context is not None and self.runtime_context.read_subtask
 
     def close(self) -> None:
         self._call_plain("close", self.function.close)

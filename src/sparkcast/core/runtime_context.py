@@ -35,6 +35,9 @@ class EngineRuntimeContext(RuntimeContext):
         self._keyed = keyed
         self._task = task
         self._metrics = metrics
+        #: whether the function asked which subtask it is: its outputs may then differ by
+        #: subtask, so a runtime that applies broadcast elements once must not copy them
+        self.read_subtask = False
 
     def _state(self, descriptor: StateDescriptor, kind: type[StateDescriptor]) -> Any:
         if not isinstance(descriptor, kind):
@@ -68,6 +71,7 @@ class EngineRuntimeContext(RuntimeContext):
         return self._task.parallelism
 
     def get_index_of_this_subtask(self) -> int:
+        self.read_subtask = True
         return self._task.subtask_index
 
     def get_attempt_number(self) -> int:
@@ -75,6 +79,7 @@ class EngineRuntimeContext(RuntimeContext):
 
     def get_task_name_with_subtasks(self) -> str:
         task = self._task
+        self.read_subtask = True
         return f"{task.function_name} ({task.subtask_index + 1}/{task.parallelism})"
 
     def get_job_parameter(self, key: str, default_value: Any = None) -> Any:

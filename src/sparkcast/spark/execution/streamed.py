@@ -109,16 +109,18 @@ class MicroBatchOutputs:
                 if partitions else [])
         return collect_elements(frame, self.plan.broadcast_fields, rows)
 
-    def _broadcast_outputs(self, outputs: list[OutputRecord], schema: Any) -> DataFrame | None:
+    def _broadcast_outputs(self, outputs: list[list[OutputRecord]], schema: Any
+                           ) -> DataFrame | None:
         """What ``process_broadcast_element`` emitted, as every subtask of the operator path
-        emits it (its keyless dead letters once)."""
-        if not outputs:
+        emits it (its keyless dead letters once): ``outputs`` holds one list for every subtask
+        or one list per subtask."""
+        if not any(outputs):
             return None
         plan = self.plan
-        tables = self.encoder.encode_tables(outputs, 0)
-        others = broadcast_letters_once(outputs)
+        tables = self.encoder.encode_tables(outputs[0], 0)
         for subtask in range(1, plan.parallelism):
-            tables += self.encoder.encode_tables(others, subtask)
+            emitted = outputs[subtask] if len(outputs) > 1 else outputs[0]
+            tables += self.encoder.encode_tables(broadcast_letters_once(emitted), subtask)
         if not tables:
             return None
         assert plan.spark is not None
@@ -135,11 +137,13 @@ class BroadcastApplier:
         self.layout = layout_of(plan)
         self.engine = plan_engine(plan)
         self.engine.take_outputs()
+        self.others: dict[int, SubtaskEngine] = {}
 
     def apply(self, batch: int, elements: list[BroadcastElement]
-              ) -> tuple[str | None, list[OutputRecord]]:
+              ) -> tuple[str | None, list[list[OutputRecord]]]:
         """The snapshot file batch ``batch``'s main rows read (None: empty state), and the
-        outputs of applying its elements."""
+        outputs of applying its elements: one list the same on every subtask, or, for a
+        function that asks which subtask it is, one list per subtask."""
         known = snapshots.batches(self.location)
         for stale in (b for b in known if b >= batch):  # an interrupted attempt of this batch
             snapshots.delete(self.location, stale)
@@ -151,19 +155,37 @@ class BroadcastApplier:
             return base, []
         state = snapshots.EMPTY if base is None else snapshots.read(base, self.plan.blob_store)
         self._check(state)
-        engine = self.engine
+        backend = self._run(self.engine, state, elements)
+        tables = {name: dict(table) for name, table in backend.broadcast.items()}
+        snapshot = snapshots.Snapshot(self.layout, self.engine.broadcast_version, tables)
+        snapshots.write(self.location, batch, snapshot, self.plan.blob_store)
+        for old in earlier[:-1]:  # only the base of a replay of this batch is still needed
+            snapshots.delete(self.location, old)
+        outputs = [self.engine.take_outputs()]
+        if self.engine.reads_subtask:  # the other subtasks' outputs may differ: run them too
+            for subtask in range(1, self.plan.parallelism):
+                engine = self._other(subtask)
+                self._run(engine, state, elements)
+                outputs.append(engine.take_outputs())
+        return snapshots.name(self.location, batch), outputs
+
+    def _run(self, engine: SubtaskEngine, state: snapshots.Snapshot,
+             elements: list[BroadcastElement]) -> DictBackend:
+        """``elements`` applied by ``engine`` to a copy of ``state``; the resulting backend."""
         backend = DictBackend()
         for descriptor, table in state.tables.items():
             backend.broadcast_table(descriptor).update(table)
         backend.store("broadcast_version", state.version)
         engine.bind(backend)
         engine.run_micro_batch(elements, [], processing_time=int(time.time() * 1000))
-        tables = {name: dict(table) for name, table in backend.broadcast.items()}
-        snapshot = snapshots.Snapshot(self.layout, engine.broadcast_version, tables)
-        snapshots.write(self.location, batch, snapshot, self.plan.blob_store)
-        for old in earlier[:-1]:  # only the base of a replay of this batch is still needed
-            snapshots.delete(self.location, old)
-        return snapshots.name(self.location, batch), engine.take_outputs()
+        return backend
+
+    def _other(self, subtask: int) -> SubtaskEngine:
+        """The engine of another subtask, made when first needed."""
+        if subtask not in self.others:
+            self.others[subtask] = plan_engine(self.plan, subtask)
+            self.others[subtask].take_outputs()
+        return self.others[subtask]
 
     def _check(self, state: snapshots.Snapshot) -> None:
         lines = differences(state.layout, self.layout) if state.layout else []
