@@ -5,8 +5,10 @@ supported range, each installed from PyPI with sparkcast's wheel into its own vi
 
 Builds the wheel of this tree once, makes ``compat/.venv-<version>`` (kept between runs; a
 changed wheel is reinstalled), runs ``pip install "<wheel>[spark]" pyspark==<version>``, checks
-``sparkcast --version`` and runs the smoke job from outside the source tree, so the installed
-wheel is what runs. Prints one result line per version and exits non-zero when any failed.
+``sparkcast --version``, runs the smoke job and then ``sparkcast run enrich_job.py --output out
+--checkpoint ck --available-now`` (examples/enrich_job.py, read back against the harness) from
+outside the source tree, so the installed wheel is what runs. Prints one result line per
+version and exits non-zero when any failed.
 The results are recorded in docs/deploy.md ("Spark versions").
 """
 
@@ -69,11 +71,32 @@ def smoke(venv: Path, version: str) -> tuple[bool, str]:
         shutil.copy(HERE / "smoke.py", script)
         done = subprocess.run([venv / "bin" / "python", str(script)], capture_output=True,
                               text=True, env=clean_env(), cwd=work)
-    lines = [x for x in done.stdout.splitlines() if x.startswith("compat ")]
-    if done.returncode != 0 or not lines:
-        return False, (lines[-1] if lines else
-                       f"compat pyspark={version} FAIL {done.stderr.strip()[-500:]}")
-    return True, f"{lines[-1]} (sparkcast {flag}: {shown.stdout.splitlines()[0].strip()})"
+        lines = [x for x in done.stdout.splitlines() if x.startswith("compat ")]
+        if done.returncode != 0 or not lines:
+            return False, (lines[-1] if lines else
+                           f"compat pyspark={version} FAIL {done.stderr.strip()[-500:]}")
+        passed, enriched = run_example_job(venv, Path(work))
+    version_line = shown.stdout.splitlines()[0].strip()
+    return passed, f"{lines[-1]}; {enriched} (sparkcast {flag}: {version_line})"
+
+
+def run_example_job(venv: Path, work: Path) -> tuple[bool, str]:
+    """``sparkcast run enrich_job.py --output out --checkpoint ck --available-now`` with the
+    installed wheel, then its output read back against the harness (compat/enrich_check.py)."""
+    for name, source in (("enrich_job.py", ROOT / "examples" / "enrich_job.py"),
+                         ("enrich_check.py", HERE / "enrich_check.py")):
+        shutil.copy(source, work / name)
+    run = subprocess.run([venv / "bin" / "sparkcast", "run", "enrich_job.py", "--output", "out",
+                          "--checkpoint", "ck", "--available-now", "--no-view"],
+                         capture_output=True, text=True, env=clean_env(), cwd=work)
+    if run.returncode != 0:
+        return False, f"enrich_job FAIL sparkcast run: {run.stderr.strip()[-500:]}"
+    check = subprocess.run([venv / "bin" / "python", "enrich_check.py"], capture_output=True,
+                           text=True, env=clean_env(), cwd=work)
+    lines = [x for x in check.stdout.splitlines() if x.startswith("enrich_job ")]
+    if check.returncode != 0 or not lines:
+        return False, lines[-1] if lines else f"enrich_job FAIL {check.stderr.strip()[-500:]}"
+    return True, lines[-1]
 
 
 def main(argv: list[str]) -> int:
