@@ -37,6 +37,7 @@ from sparkcast.errors import (
     TimerError,
     UndefinedMethodError,
     UnknownStateError,
+    UnknownTypeError,
     UserFunctionError,
 )
 
@@ -145,6 +146,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (KeyedStateError, (StateError, RuntimeError)),
         (StateTypeError, (StateError, TypeError)),
         (StateSerializationError, (StateError, ValueError)),
+        (UnknownTypeError, (StateSerializationError, ValueError)),
         (OutputTypeError, (SparkcastError, TypeError)),
         (TimerError, (SparkcastError, RuntimeError)),
         (ContextError, (SparkcastError, RuntimeError)),
@@ -165,7 +167,7 @@ def _subclasses(cls: type) -> set[type]:
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 21
+    assert len(ours) == 22
     for path in MODULES:  # the applications' own errors too
         importlib.import_module(_module_name(path))
     defined = {cls for cls in _subclasses(SparkcastError)

@@ -38,6 +38,7 @@ from sparkcast.api import (
     ValueState,
     ValueStateDescriptor,
 )
+from sparkcast.api.type_registry import register_types
 from sparkcast.errors import MissingAttributeError, SparkcastError
 
 __version__ = "0.1.0"
@@ -83,4 +84,5 @@ __all__ = [
     "Types",
     "ValueState",
     "ValueStateDescriptor",
+    "register_types",
 ]
