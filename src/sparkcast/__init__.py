@@ -37,8 +37,8 @@ from sparkcast.api import (
     Types,
     ValueState,
     ValueStateDescriptor,
+    register_types,
 )
-from sparkcast.api.type_registry import register_types
 from sparkcast.errors import MissingAttributeError, SparkcastError
 
 __version__ = "0.1.0"

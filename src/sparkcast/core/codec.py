@@ -40,13 +40,12 @@ import enum
 import hashlib
 import json
 import math
-import types
 from typing import Any, Protocol
 
 import numpy as np
 
 from sparkcast.api.row import Row, row_type
-from sparkcast.core.frozen import freeze
+from sparkcast.core.frozen import freeze, is_plain_object, plain_state
 from sparkcast.core.scope import NAN_KEY
 from sparkcast.errors import StateSerializationError
 
@@ -107,41 +106,6 @@ class Record(dict):
         super().__init__(fields)
         self.type_name = type_name
         self.tag = tag
-
-
-_NOT_PLAIN = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-              types.MethodType, types.GeneratorType, types.CoroutineType)
-
-
-def is_plain_object(value: Any) -> bool:
-    """An instance of a user class whose state is its ``__dict__``/``__slots__``."""
-    kind = type(value)
-    return (kind.__module__ != "builtins" and not isinstance(value, _NOT_PLAIN)
-            and (hasattr(value, "__dict__") or bool(_slot_names(kind))))
-
-
-def plain_state(value: Any) -> dict[str, Any]:
-    """An object's attributes: its ``__dict__`` and its set ``__slots__`` (sparkcast's own
-    markers left out)."""
-    state = {k: v for k, v in getattr(value, "__dict__", {}).items()
-             if not k.startswith("__sparkcast")}
-    for name in _slot_names(type(value)):
-        if name not in state and hasattr(value, name):
-            state[name] = getattr(value, name)
-    return state
-
-
-def _slot_names(kind: type) -> list[str]:
-    names: list[str] = []
-    for cls in kind.__mro__:
-        slots = cls.__dict__.get("__slots__", ())
-        for name in [slots] if isinstance(slots, str) else slots:
-            if name in ("__dict__", "__weakref__") or name.startswith("__sparkcast"):
-                continue
-            if name.startswith("__") and not name.endswith("__"):
-                name = f"_{cls.__name__.lstrip('_')}{name}"
-            names.append(name)
-    return names
 
 
 def _dict_to_json(value: dict, canonical: bool) -> Any:
