@@ -11,6 +11,8 @@ import datetime
 import decimal
 from typing import Any
 
+from sparkcast.api.row import Row
+
 
 class Types:
     """``Types.STRING()`` and friends, mapped to Python types."""
@@ -96,10 +98,10 @@ class Types:
         return tuple
 
     @staticmethod
-    def ROW(field_types: Any = None) -> type:  # noqa: N802
-        return tuple
+    def ROW(field_types: Any = None) -> Any:  # noqa: N802 - a Row (either kind) or a tuple
+        return Row | tuple
 
     @staticmethod
-    def ROW_NAMED(field_names: Any = None, field_types: Any = None) -> type:  # noqa: N802
-        return tuple
+    def ROW_NAMED(field_names: Any = None, field_types: Any = None) -> Any:  # noqa: N802
+        return Row | tuple
 

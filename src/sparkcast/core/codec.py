@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from sparkcast.api.row import Row, row_type
+from sparkcast.api.row import Row, new_row, row_type
 from sparkcast.core.frozen import freeze, is_plain_object, plain_state
 from sparkcast.core.scope import NAN_KEY
 from sparkcast.errors import StateSerializationError
@@ -185,8 +185,8 @@ def _typed_from_json(tag: str, name: str, data: dict, types: Resolver | None) ->
 def _plain_tagged(tag: str, body: Any, data: dict, types: Resolver | None) -> Any:
     if tag == "$t":
         return tuple(_from_json(v, types) for v in body)
-    if tag == "$r":
-        return row_type(tuple(body))._make(_from_json(v, types) for v in data["v"])
+    if tag == "$r":  # PyFlink's Row: mutable, as a Row read from PyFlink's state is
+        return new_row(tuple(body), [_from_json(v, types) for v in data["v"]])
     if tag == "$m":
         return {hashable(_from_json(k, types)): _from_json(v, types) for k, v in body}
     if tag == "$b":
@@ -236,7 +236,10 @@ def check_storable(value: Any, where: str = "state") -> bool:
     if kind in _LEAVES:
         return False
     typed = False
-    if isinstance(value, dict):
+    if isinstance(value, Row):  # both kinds: PyFlink's (not a tuple) and input rows
+        for v in value:
+            typed = check_storable(v, where) | typed
+    elif isinstance(value, dict):
         typed = isinstance(value, Record)
         for k, v in value.items():
             typed = check_storable(k, where) | check_storable(v, where) | typed

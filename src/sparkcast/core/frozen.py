@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
+from sparkcast.api.row import Row, TupleRow, new_row, row_type
 from sparkcast.errors import ReadOnlyStateError
 
 _MESSAGE = (
@@ -27,7 +28,7 @@ def _refuse(*_: Any, **__: Any) -> NoReturn:
     raise ReadOnlyStateError(_MESSAGE)
 
 
-_NOT_PLAIN = (enum.Enum, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
+_NOT_PLAIN = (Row, enum.Enum, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
               types.MethodType, types.GeneratorType, types.CoroutineType)
 
 
@@ -142,6 +143,9 @@ def freeze(value: Any) -> Any:
         view = value.copy()
         view.flags.writeable = False
         return view
+    if type(value) is Row:  # PyFlink's mutable Row: read-only as an input row is
+        return (row_type(value.__fields__) if value.__fields__ else TupleRow)._make(
+            freeze(v) for v in value)
     if isinstance(value, tuple) and not hasattr(value, "_fields"):
         return tuple(freeze(v) for v in value)
     if hasattr(value, "_fields"):  # Row and namedtuples
@@ -229,6 +233,8 @@ def thaw(value: Any) -> Any:
         return set(value)
     if isinstance(value, np.ndarray):
         return value.copy()
+    if isinstance(value, (TupleRow, Row)):  # a mutable Row, as PyFlink's are
+        return new_row(value.__fields__ or None, [thaw(v) for v in value])
     if hasattr(value, "_fields"):
         return value._make(thaw(v) for v in value)
     if isinstance(value, tuple):
