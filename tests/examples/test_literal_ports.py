@@ -127,7 +127,7 @@ def test_objects_are_also_accepted_as_broadcast_elements_and_are_read_only_on_th
             model = ctx.get_broadcast_state(model_serving.model_state_descriptor).get("current")
             model.version = 99  # Flink's rule: the main side must not modify broadcast state
 
-    h = BroadcastHarness(Mutating(), [model_serving.model_state_descriptor])
+    h = BroadcastHarness(Mutating(), [model_serving.model_state_descriptor], on_error="fail")
     h.open()
     h.process_broadcast_element(Row(version=3, weights=[1.0], bias=0.0))
     with pytest.raises(ReadOnlyStateError, match="must not modify broadcast state"):

@@ -13,6 +13,7 @@ main side is Flink's input 1, the broadcast side input 2.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -23,11 +24,13 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcast
 from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_conditions
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.row import Row
 from sparkcast.api.timers import MIN_WATERMARK
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
+from sparkcast.core.inferred_schema import infer_ddl
 from sparkcast.core.keyed_process import CoElement, KeyedAdapter
 from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
@@ -55,10 +58,11 @@ class BroadcastHarness:
         hold_until_ready: Iterable[Any] | None = None,
         hold_capacity: int = 100_000,
         time_alignment: TimeAlignment = "batch",
-        on_error: OnError = "fail",
+        on_error: OnError = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
         output_schema: str | None = None,
+        check_outputs: bool = True,
         side_outputs: Sequence[OutputTag] = (),
         initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
     ) -> None:
@@ -82,6 +86,10 @@ class BroadcastHarness:
                                     strict_contexts=True)
         self._records: list[OutputRecord] = []
         self._opened = False
+        #: the main output's schema: as given, else inferred from the first outputs
+        self.output_schema = output_schema
+        self._infer = output_schema is None and check_outputs
+        self._side_outputs = tuple(side_outputs)
         self._checker = _checker(output_schema, side_outputs)
         self._initial_state = dict(initial_state or {})
 
@@ -213,6 +221,8 @@ class BroadcastHarness:
     def _collect(self) -> None:
         self.engine.flush()
         records = list(map(OutputRecord._make, self.engine.take_outputs()))
+        if self._infer and records:
+            self._infer_schema(records)
         if self._checker is not None and records:
             checked = self._checker.check(records, keep=True)
             records = checked.accepted_records() + [
@@ -221,6 +231,29 @@ class BroadcastHarness:
         if self._new_backend is not None:
             self.backend = self._new_backend()
             self.engine.bind(self.backend)
+
+    def _infer_schema(self, records: list[OutputRecord]) -> None:
+        """Spark checks every output against ``process(..., output_schema)``: without one, the
+        harness infers it from the first main outputs (each field from its first non-null
+        value), says so, and checks the same way."""
+        values = [r.value for r in records if r.tag is None and not r.batch]
+        if not values:
+            return
+        first = values[0]
+        if isinstance(first, (tuple, list, Row)) and not (isinstance(first, Row)
+                                                          and first.__fields__):
+            width = len(first)
+            same = [v for v in values if isinstance(v, (tuple, list, Row)) and len(v) == width]
+            first = tuple(next((v[i] for v in same if v[i] is not None), None)
+                          for i in range(width))
+        self.output_schema = infer_ddl(first)
+        self._infer = False
+        self._checker = _checker(self.output_schema, self._side_outputs)
+        warnings.warn(
+            f"{type(self).__name__}: no output_schema given; inferred {self.output_schema!r} "
+            "from the first outputs and checking every output against it, as Spark checks "
+            "process(..., output_schema); pass output_schema= (the one the job uses) to check "
+            "against that", stacklevel=4)
 
     def _expand(self, tag: OutputTag | None) -> list[tuple[Any, int | None]]:
         pairs: list[tuple[Any, int | None]] = []
