@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pandas as pd
-
 import pytest
 
 from sparkcast import BroadcastProcessFunction, MapStateDescriptor, OutputTag

@@ -1,4 +1,4 @@
-r"""``Row`` as PyFlink has it (mutable), and ``TupleRow``, the read-only rows Spark's inputs arrive as.
+r"""``Row`` as PyFlink has it (mutable); ``TupleRow``, the read-only rows Spark's inputs are.
 
 A ``Row`` the user makes is PyFlink's: mutable by index, name and attribute (``current[1] += 1``
 on a Row kept in state, as the Flink docs' count-with-timeout example does), named arguments
@@ -219,13 +219,13 @@ class Row(metaclass=_RowClass):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in (self._fields or ()):
             raise MissingAttributeError(name)
-        return self._values[self._fields.index(name)]  # type: ignore[union-attr]
+        return self._values[self._fields.index(name)]
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _INTERNAL:
             object.__setattr__(self, name, value)
         elif name in (self._fields or ()):
-            self._values[self._fields.index(name)] = value  # type: ignore[union-attr]
+            self._values[self._fields.index(name)] = value
         else:
             raise MissingAttributeError(f"Row has no field {name!r}")
 

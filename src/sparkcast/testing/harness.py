@@ -287,13 +287,32 @@ class KeyedBroadcastHarness(BroadcastHarness):
         function: KeyedBroadcastProcessFunction,
         key_selector: KeySelector | Callable[[Any], Any],
         broadcast_descriptors: Sequence[MapStateDescriptor],
-        **options: Any,
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        hold_until_ready: Iterable[Any] | None = None,
+        hold_capacity: int = 100_000,
+        time_alignment: TimeAlignment = "batch",
+        on_error: OnError = "dead_letter",
+        job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        check_outputs: bool = True,
+        side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
     ) -> None:
+        """Options as ``BroadcastHarness``'s (and ``process(...)``'s)."""
         get_key = getattr(key_selector, "get_key", key_selector)
         if not callable(get_key):
             raise PipelineError("key_selector must be a callable or have get_key(value)")
         self._get_key: Callable[[Any], Any] = get_key
-        super().__init__(function, broadcast_descriptors, **options)
+        super().__init__(
+            function, broadcast_descriptors, parallelism=parallelism,
+            subtask_index=subtask_index, hold_until_ready=hold_until_ready,
+            hold_capacity=hold_capacity, time_alignment=time_alignment, on_error=on_error,
+            job_parameters=job_parameters, state_backend=state_backend,
+            output_schema=output_schema, check_outputs=check_outputs, side_outputs=side_outputs,
+            initial_state=initial_state)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         if not isinstance(function, KeyedBroadcastProcessFunction):
@@ -319,11 +338,30 @@ class KeyedProcessHarness(KeyedBroadcastHarness):
     ``process_element``, watermarks, processing time, outputs, keyed state and timers as on
     ``KeyedBroadcastHarness``; there is no broadcast side."""
 
-    def __init__(self, function: KeyedProcessFunction, key_selector: KeySelector | Callable[
-            [Any], Any], **options: Any) -> None:
+    def __init__(
+        self,
+        function: KeyedProcessFunction,
+        key_selector: KeySelector | Callable[[Any], Any],
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        on_error: OnError = "dead_letter",
+        job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        check_outputs: bool = True,
+        side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
+    ) -> None:
+        """Options as ``KeyedStream.process(...)``'s (no broadcast side)."""
         if not isinstance(function, KeyedProcessFunction):
             raise PipelineError("a KeyedProcessHarness runs a KeyedProcessFunction")
-        super().__init__(KeyedAdapter(function), key_selector, [], **options)
+        super().__init__(
+            KeyedAdapter(function), key_selector, [], parallelism=parallelism,
+            subtask_index=subtask_index, on_error=on_error,
+            job_parameters=job_parameters, state_backend=state_backend,
+            output_schema=output_schema, check_outputs=check_outputs, side_outputs=side_outputs,
+            initial_state=initial_state)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         pass
@@ -336,16 +374,35 @@ class KeyedCoProcessHarness(KeyedBroadcastHarness):
     """Runs a ``KeyedCoProcessFunction`` (Flink's ``KeyedTwoInputStreamOperatorTestHarness``):
     ``process_element1`` / ``process_element2``, each input keyed by its own selector."""
 
-    def __init__(self, function: KeyedCoProcessFunction,
-                 key_selector1: KeySelector | Callable[[Any], Any],
-                 key_selector2: KeySelector | Callable[[Any], Any], **options: Any) -> None:
+    def __init__(
+        self,
+        function: KeyedCoProcessFunction,
+        key_selector1: KeySelector | Callable[[Any], Any],
+        key_selector2: KeySelector | Callable[[Any], Any],
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        on_error: OnError = "dead_letter",
+        job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        check_outputs: bool = True,
+        side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
+    ) -> None:
+        """Options as ``ConnectedKeyedStreams.process(...)``'s."""
         if not isinstance(function, KeyedCoProcessFunction):
             raise PipelineError("a KeyedCoProcessHarness runs a KeyedCoProcessFunction")
         get_key2 = getattr(key_selector2, "get_key", key_selector2)
         if not callable(get_key2):
             raise PipelineError("key_selector2 must be a callable or have get_key(value)")
         self._get_key2: Callable[[Any], Any] = get_key2
-        super().__init__(KeyedAdapter(function), key_selector1, [], **options)
+        super().__init__(
+            KeyedAdapter(function), key_selector1, [], parallelism=parallelism,
+            subtask_index=subtask_index, on_error=on_error,
+            job_parameters=job_parameters, state_backend=state_backend,
+            output_schema=output_schema, check_outputs=check_outputs, side_outputs=side_outputs,
+            initial_state=initial_state)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         pass

@@ -1,5 +1,5 @@
 """Feature flags with configuration, as PyFlink code: a ``FeatureFlag`` holding a nested
-``FlagConfig`` (plain classes), a ``Rollout`` enum; each user request sees the flags enabled for it."""
+``FlagConfig`` (plain classes), a ``Rollout`` enum; each request sees the flags enabled for it."""
 
 import zlib
 from enum import Enum

@@ -11,7 +11,7 @@ class MLModel:
         self.bias = bias
 
     def predict(self, features):
-        return sum(w * x for w, x in zip(self.weights, features)) + self.bias
+        return sum(w * x for w, x in zip(self.weights, features, strict=True)) + self.bias
 
 
 model_state_descriptor = MapStateDescriptor(

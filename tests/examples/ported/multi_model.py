@@ -17,7 +17,7 @@ class LinearModel:
         self.coefficients = coefficients
 
     def predict(self, features):
-        return sum(c * f for c, f in zip(self.coefficients, features))
+        return sum(c * f for c, f in zip(self.coefficients, features, strict=True))
 
 
 class ThresholdModel:
