@@ -90,7 +90,7 @@ class BroadcastHarness:
         self.output_schema = output_schema
         self._infer = output_schema is None and check_outputs
         self._side_outputs = tuple(side_outputs)
-        self._checker = _checker(output_schema, side_outputs)
+        self._checker = _checker(output_schema, side_outputs, self._infer)
         self._initial_state = dict(initial_state or {})
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
@@ -269,11 +269,12 @@ class BroadcastHarness:
         return pairs
 
 
-def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag]
+def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag], checked: bool = True
              ) -> OutputChecker | None:
-    """With ``output_schema`` or ``side_outputs``, outputs are checked as on Spark (the same
-    ``OutputChecker``): a bad output is a dead letter, not a value in ``output()``."""
-    if output_schema is None and not side_outputs:
+    """Outputs checked as on Spark (the same ``OutputChecker``): a bad output is a dead letter,
+    not a value in ``output()``; a side output not in ``side_outputs`` too. Without a schema,
+    side outputs or ``checked``, nothing is checked."""
+    if output_schema is None and not side_outputs and not checked:
         return None
     sides = {t.tag_id: None if t.schema is None else parse_ddl(t.schema) for t in side_outputs}
     return OutputChecker(None if output_schema is None else parse_ddl(output_schema), sides)
