@@ -42,6 +42,7 @@ from sparkcast.errors import (
     TimerError,
     UndefinedMethodError,
     UnknownStateError,
+    UnknownTypeError,
     UnsupportedSparkError,
     UserFunctionError,
 )
@@ -153,6 +154,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (KeyedStateError, (StateError, RuntimeError)),
         (StateTypeError, (StateError, TypeError)),
         (StateSerializationError, (StateError, ValueError)),
+        (UnknownTypeError, (StateSerializationError, ValueError)),
         (OutputTypeError, (SparkcastError, TypeError)),
         (TimerError, (SparkcastError, RuntimeError)),
         (ContextError, (SparkcastError, RuntimeError)),
@@ -194,7 +196,7 @@ def test_every_error_class_is_importable_from_sparkcast_errors():
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 29
+    assert len(ours) == 30
     defined = _defined_errors()
     assert set(ours) == defined
     for cls in defined:

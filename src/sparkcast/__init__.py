@@ -37,6 +37,7 @@ from sparkcast.api import (
     Types,
     ValueState,
     ValueStateDescriptor,
+    register_types,
 )
 from sparkcast.errors import MissingAttributeError, SparkcastError
 from sparkcast.version import __version__ as __version__
@@ -82,4 +83,5 @@ __all__ = [
     "Types",
     "ValueState",
     "ValueStateDescriptor",
+    "register_types",
 ]

@@ -27,6 +27,7 @@ class of the package is defined and importable here, the applications' too:
     │   ├── KeyedStateError (RuntimeError)    keyed state without a key (unkeyed function, no key)
     │   ├── StateTypeError (TypeError)        a value that does not match its descriptor's type
     │   └── StateSerializationError (ValueError)  a value the state codec cannot store
+    │       └── UnknownTypeError              stored data names a class the job does not know
     ├── OutputTypeError (TypeError)           a callback's outputs are not yielded values/frames
     ├── TimerError (RuntimeError)             timers where Flink forbids them
     ├── ContextError (RuntimeError)           a context used after its callback returned
@@ -131,6 +132,11 @@ class StateTypeError(StateError, TypeError):
 
 class StateSerializationError(StateError, ValueError):
     """A state value the stable codec cannot encode or decode."""
+
+
+class UnknownTypeError(StateSerializationError):
+    """Stored data names a class that resolves to none the job knows (its function's module, its
+    descriptors' types, ``sparkcast.register_types``): decoding never imports what data names."""
 
 
 class OutputTypeError(SparkcastError, TypeError):

@@ -7,7 +7,7 @@ import pickle
 import pytest
 
 from sparkcast import OutputTag, Row
-from sparkcast.api.row import row_type
+from sparkcast.api.row import TupleRow, new_row, row_type
 
 
 def test_output_tag_equality_and_schema():
@@ -36,12 +36,37 @@ def test_row_access_by_attribute_key_and_index():
     assert row.get("color") == "red" and row.get("size", 0) == 0
     assert "color" in row and "red" not in row
     assert repr(row) == "Row(color='red', shape='square')"
-    assert row == ("red", "square")
+    assert row != ("red", "square")  # PyFlink: a Row equals only a Row
 
 
-def test_rows_of_one_schema_share_a_class():
-    assert type(Row(a=1, b=2)) is type(Row(a=3, b=4)) is row_type(("a", "b"))
-    assert type(Row(b=1, a=2)) is not type(Row(a=1, b=2))
+def test_input_rows_of_one_schema_share_a_class_and_count_as_rows():
+    assert type(TupleRow(a=1, b=2)) is type(TupleRow(a=3, b=4)) is row_type(("a", "b"))
+    assert type(TupleRow(b=1, a=2)) is not type(TupleRow(a=1, b=2))
+    row = TupleRow(b=1, a=2)
+    assert isinstance(row, Row) and row == (1, 2) and row.b == 1 and row.as_dict() == {
+        "b": 1, "a": 2}
+
+
+def test_a_row_is_pyflinks_mutable_row():
+    """As pyflink/common/types.py: named fields sorted by name, set by index, name and
+    attribute; equal to a Row of the same names and values only; a class-like Row."""
+    row = Row(name="Alice", age=11)
+    assert row.__fields__ == ("age", "name") and list(row) == [11, "Alice"]
+    row[0] += 1
+    row["name"] = "Bob"
+    row.age += 1
+    assert row == Row(age=13, name="Bob") and row.as_dict() == {"age": 13, "name": "Bob"}
+    assert row != Row(13, "Bob") and Row(1, 2) == Row(1, 2) and Row(1, 2) != (1, 2)
+    current = Row("k", 0, 0)  # the Flink docs' count-with-timeout, Python form
+    current[1] += 1
+    current[2] = 60
+    assert current == Row("k", 1, 60) and hash(current) == hash(("k", 1, 60))
+    person = Row("name", "age")
+    assert person("Alice", 11) == new_row(("name", "age"), ["Alice", 11])
+    assert person("Alice", 11).name == "Alice"
+    with pytest.raises(AttributeError):
+        row.weight = 1
+    assert row == TupleRow(age=13, name="Bob")
 
 
 def test_row_errors():

@@ -16,6 +16,7 @@ from sparkcast.errors import (
     StateSerializationError,
     StateTypeError,
     UnknownStateError,
+    UnknownTypeError,
 )
 
 RULES = MapStateDescriptor("rules", Types.STRING(), Types.MAP(Types.STRING(), Types.STRING()))
@@ -277,11 +278,23 @@ def test_none_values_are_allowed(non_keyed):
 
 def test_values_the_codec_cannot_store_fail_in_the_harness(non_keyed):
     class Opaque:
+        def __init__(self) -> None:
+            self.handle = lambda: None  # code is not state
+
+    h = non_keyed(PutRaw(), descriptors=[RULES])
+    with pytest.raises(StateSerializationError, match="cannot store a function"):
+        h.process_broadcast_element(("r1", {"model": Opaque()}))
+    assert h.broadcast_state(RULES) == {}
+
+
+def test_an_object_of_a_class_the_job_does_not_know_fails_naming_the_fix(non_keyed):
+    class Local:  # not in the function's module, not declared, not registered
         pass
 
     h = non_keyed(PutRaw(), descriptors=[RULES])
-    with pytest.raises(StateSerializationError, match="cannot store a Opaque"):
-        h.process_broadcast_element(("r1", {"model": Opaque()}))
+    with pytest.raises(UnknownTypeError, match=r"Local, a class this job does not know: "
+                                               r"register it \(sparkcast.register_types\(Local"):
+        h.process_broadcast_element(("r1", {"model": Local()}))
     assert h.broadcast_state(RULES) == {}
 
 

@@ -23,7 +23,10 @@ from tests.core.conftest import DEFAULT_RULES
 
 
 class Opaque:
-    """A user class: the codec stores JSON-like values only, never pickles."""
+    """A user class holding code: the codec stores data, never pickles."""
+
+    def __init__(self) -> None:
+        self.code = print
 
 
 BAD = re.compile("x")
@@ -86,7 +89,7 @@ def test_an_unstorable_keyed_write_is_a_dead_letter_and_the_stream_goes_on(keyed
     [letter] = h.dead_letters()
     assert (letter.callback, letter.key, letter.value) == ("process_element", "k", (write, bad))
     assert letter.error.startswith("StateSerializationError: ")
-    assert f"cannot store a {type(bad).__name__}" in letter.error
+    assert "cannot store a" in letter.error and type(bad).__name__ in letter.error
     assert h.output()[-1] == (write, "written")  # the next element was processed
     h.process_element(("value.update", 3))  # and state is still storable afterwards
     assert h.keyed_state(ValueStateDescriptor("value"), "k") == 3

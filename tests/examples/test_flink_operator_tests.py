@@ -37,13 +37,15 @@ def drive(harness):
 
 
 def non_keyed(function, *descriptors):
-    harness = BroadcastHarness(function, list(descriptors or [STATE]))
+    harness = BroadcastHarness(function, list(descriptors or [STATE]), on_error="fail",
+                               check_outputs=False)  # Flink's tests: errors raise
     harness.open()
     return harness
 
 
 def keyed(function, key_selector=lambda v: v):
-    harness = KeyedBroadcastHarness(function, key_selector, [STATE])
+    harness = KeyedBroadcastHarness(function, key_selector, [STATE], on_error="fail",
+                                    check_outputs=False)
     harness.open()
     return harness
 

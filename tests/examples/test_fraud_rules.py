@@ -117,7 +117,7 @@ def test_malformed_transactions_become_dead_letters(h):
 
 
 def test_rule_ids_are_type_checked_by_the_descriptor():
-    h = KeyedBroadcastHarness(FraudRules(), lambda t: t["account"], [RULES])
+    h = KeyedBroadcastHarness(FraudRules(), lambda t: t["account"], [RULES], on_error="fail")
     h.open()
     with pytest.raises(StateTypeError, match="key 7 is not a str"):
         h.process_broadcast_element(rule(7, "amount", ">", 1, "BLOCK"))

@@ -56,7 +56,8 @@ def model(version, weights, bias=0.0):
 @pytest.fixture
 def h():
     harness = KeyedBroadcastHarness(Predict(), lambda v: v["user"], [MODELS],
-                                    hold_until_ready=[(MODELS, "current")])
+                                    hold_until_ready=[(MODELS, "current")],
+                                    side_outputs=[REJECTED])
     harness.open()
     return harness
 
@@ -103,7 +104,8 @@ def test_the_order_of_model_updates_in_one_batch_does_not_matter():
     outputs = []
     for updates in ([model(1, {"x": 1.0}), model(2, {"x": 2.0})],
                     [model(2, {"x": 2.0}), model(1, {"x": 1.0})]):
-        harness = KeyedBroadcastHarness(Predict(), lambda v: v["user"], [MODELS])
+        harness = KeyedBroadcastHarness(Predict(), lambda v: v["user"], [MODELS],
+                                        side_outputs=[REJECTED])
         harness.open()
         harness.process_micro_batch(main=[event("u1", x=1.0)], broadcast=updates,
                                     broadcast_timestamps=[10, 10])

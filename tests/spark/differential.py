@@ -64,6 +64,8 @@ def harness_outputs(program: Program, batches: list[tuple[list, list]] | None = 
 
 def _harness(program: Program) -> Any:
     options = {k: v for k, v in program.options.items() if k in ("hold_until_ready",)}
+    # the schemas Spark's process() gets: the harness checks outputs against them, as Spark does
+    options.update(output_schema=program.output_schema, side_outputs=program.side_outputs)
     if program.key:
         return KeyedBroadcastHarness(program.make(), lambda v: v[program.key],
                                      list(program.descriptors), on_error="dead_letter", **options)

@@ -71,7 +71,8 @@ BATCHES = [
 
 
 def _expected(function):
-    harness = BroadcastHarness(function, broadcast_descriptors=[FACTORS], on_error="dead_letter")
+    harness = BroadcastHarness(function, broadcast_descriptors=[FACTORS], on_error="dead_letter",
+                               output_schema=OUTPUT, side_outputs=[BIG])
     harness.open()
     factors = [{"name": name, "factor": factor} for name, factor in FACTOR_ROWS]
     for index, batch in enumerate(BATCHES):

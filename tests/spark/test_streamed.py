@@ -88,7 +88,8 @@ def _read(spark, base):
 def _expected(function, batches=range(3), copies=PARALLELISM):
     """The harness over the same micro-batches; what ``process_broadcast_element`` emits comes
     once from each of the operator path's P subtasks (``copies``: from how many of them)."""
-    h = BroadcastHarness(function, broadcast_descriptors=[FACTORS], on_error="dead_letter")
+    h = BroadcastHarness(function, broadcast_descriptors=[FACTORS], on_error="dead_letter",
+                         output_schema=OUTPUT, side_outputs=[BIG])
     h.open()
     for index in batches:
         rows = [r for r in EVENTS[index] if isinstance(r, dict)]

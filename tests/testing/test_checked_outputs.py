@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from sparkcast import BroadcastProcessFunction, MapStateDescriptor, OutputTag
 from sparkcast.testing import BroadcastHarness
@@ -25,10 +26,23 @@ def harness(**options):
     return h
 
 
-def test_outputs_are_unchecked_without_schemas():
-    h = harness()
+def test_outputs_are_unchecked_when_opted_out():
+    h = harness(check_outputs=False)
     h.process_element({"outputs": [("a", "b", "c"), (OutputTag("x"), 1)]})
     assert h.output() == [("a", "b", "c")] and h.dead_letters() == []
+
+
+def test_without_a_schema_the_harness_infers_one_says_so_and_dead_letters_as_spark_would():
+    h = harness()
+    with pytest.warns(UserWarning, match=r"inferred '`_1` string, `_2` bigint'"):
+        h.process_element({"outputs": [("a", None), ("b", 2)]})  # a null field: from the next
+    h.process_element({"outputs": [("c", 3, "extra"), ("d", "four"), (OutputTag("x"), 1)]})
+    assert h.output_schema == "`_1` string, `_2` bigint"
+    assert h.output() == [("a", None), ("b", 2)]
+    # the on_error default is Spark's: dead letters, not raises
+    letters = sorted(h.dead_letters(), key=lambda d: repr(d.value))
+    assert [d.value for d in letters] == [("c", 3, "extra"), ("d", "four"), 1]
+    assert "side output 'x' has no schema" in letters[2].error
 
 
 def test_extra_fields_wrong_types_and_unknown_tags_become_dead_letters():

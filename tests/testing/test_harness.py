@@ -119,7 +119,7 @@ def test_broadcast_descriptors_are_checked():
 
 
 def test_outputs_and_side_outputs():
-    with BroadcastHarness(Plain(), [RULES]) as h:
+    with BroadcastHarness(Plain(), [RULES], side_outputs=[ODD]) as h:  # as process() takes them
         for value in range(4):
             h.process_element(value, timestamp=value)
         assert h.output() == [0, 20]

@@ -34,6 +34,7 @@ from sparkcast.api.state import (
 )
 from sparkcast.api.timers import MIN_WATERMARK, TimeDomain, TimerService
 from sparkcast.api.ttl import StateTtlConfig, Time
+from sparkcast.api.type_registry import register_types
 
 __all__ = [
     "HOLD_OVERFLOW",
@@ -75,4 +76,5 @@ __all__ = [
     "Types",
     "ValueState",
     "ValueStateDescriptor",
+    "register_types",
 ]

@@ -23,6 +23,7 @@ import types
 import typing
 from typing import Any
 
+from sparkcast.api.row import Row
 from sparkcast.errors import PipelineError
 
 #: types the codec stores as they are (numpy arrays too; a Row or tuple is a ``tuple``)
@@ -30,7 +31,8 @@ SCALARS: dict[type, str] = {
     str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes",
     decimal.Decimal: "Decimal", datetime.datetime: "datetime", datetime.date: "date",
 }
-_CONTAINERS = {list: "list", tuple: "tuple", dict: "map", set: "set", frozenset: "set"}
+_CONTAINERS = {list: "list", tuple: "tuple", dict: "map", set: "set", frozenset: "set",
+               Row: "tuple"}
 _ANY = {"kind": "any"}
 
 TypeRecord = dict[str, Any]
@@ -47,6 +49,8 @@ def accepts(declared: Any, value: Any) -> bool:
         return not isinstance(origin, type) or isinstance(value, origin)
     if declared is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if declared is tuple:  # PyFlink's Row is not a tuple, and goes where tuples go
+        return isinstance(value, (tuple, Row))
     return isinstance(value, declared)
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.type_registry import registered_types
 from sparkcast.errors import PipelineError
 
 HOLD_OVERFLOW = OutputTag("hold_overflow")
@@ -49,6 +50,9 @@ class ProcessOptions:
     time_alignment: TimeAlignment = "batch"
     on_error: OnError = "fail"
     job_parameters: dict[str, Any] = field(default_factory=dict)
+    #: classes registered with ``sparkcast.register_types`` when the pipeline was built: they
+    #: travel to the workers with the options (``core/type_registry.py``)
+    types: tuple[type, ...] = field(default_factory=registered_types)
 
     def __post_init__(self) -> None:
         if self.time_alignment not in ("batch", "event"):

@@ -11,6 +11,8 @@ import datetime
 import decimal
 from typing import Any
 
+from sparkcast.api.row import Row
+
 
 class Types:
     """``Types.STRING()`` and friends, mapped to Python types."""
@@ -116,12 +118,13 @@ class Types:
         return tuple
 
     @staticmethod
-    def ROW(field_types: Any = None) -> type:  # noqa: N802
-        """``tuple`` (a ``Row`` is one); the field types are not checked."""
-        return tuple
+    def ROW(field_types: Any = None) -> Any:  # noqa: N802
+        """``Row | tuple``: a PyFlink ``Row``, an input row, or a plain tuple; the field types
+        are not checked."""
+        return Row | tuple
 
     @staticmethod
-    def ROW_NAMED(field_names: Any = None, field_types: Any = None) -> type:  # noqa: N802
-        """``tuple`` (a ``Row`` is one); the field names and types are not checked."""
-        return tuple
+    def ROW_NAMED(field_names: Any = None, field_types: Any = None) -> Any:  # noqa: N802
+        """``Row | tuple``, as ``ROW``; the field names and types are not checked."""
+        return Row | tuple
 

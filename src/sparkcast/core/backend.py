@@ -22,6 +22,13 @@ from sparkcast.core.converters import Convert
 class StateBackend(ABC):
     """State of one subtask, behind mappings."""
 
+    #: the job's classes, which stored objects decode as (``core/type_registry.py``)
+    types: codec.Resolver | None = None
+
+    def use_types(self, types: codec.Resolver) -> None:
+        """Decode stored objects as the job's classes (the engine's ``TypeRegistry``)."""
+        self.types = types
+
     @abstractmethod
     def broadcast_table(self, name: str, decode: Convert | None = None
                         ) -> MutableMapping[Any, Any]:
@@ -77,7 +84,7 @@ class DictBackend(StateBackend):
 
     def load(self, name: str, default: Any) -> Any:
         blob = self.blobs.get(name)
-        return default if blob is None else codec.decode(blob)
+        return default if blob is None else codec.decode(blob, self.types)
 
     def store(self, name: str, value: Any) -> None:
         self.blobs[name] = codec.encode(value)

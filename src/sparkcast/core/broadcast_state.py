@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from sparkcast.api.declared_types import accepts, type_label
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.state import BroadcastState, ReadOnlyBroadcastState
-from sparkcast.core.codec import check_storable, untyped
+from sparkcast.core.codec import Resolver, check_storable, roundtrip
 from sparkcast.core.converters import broadcast_converter
 from sparkcast.core.frozen import freeze, thaw
 from sparkcast.errors import (
@@ -84,6 +84,8 @@ class BroadcastStateView(BroadcastState):
         self._entries = table
         self._on_change = on_change
         self._typed = broadcast_converter(descriptor) is not None
+        #: the job's classes, which undeclared objects are stored as (``core/type_registry.py``)
+        self.types: Resolver | None = None
 
     def rebind(self, table: MutableMapping) -> None:
         self._entries = table
@@ -151,7 +153,7 @@ class BroadcastStateView(BroadcastState):
         if type(key) not in _PLAIN:
             check_storable(key, f"broadcast state {d.name!r} key")
         if type(value) not in _PLAIN and check_storable(value, f"broadcast state {d.name!r}"):
-            return value if self._typed else untyped(value)
+            return value if self._typed else roundtrip(value, self.types)
         return value
 
 
@@ -169,6 +171,11 @@ class BroadcastStates:
                             for name, d in self.descriptors.items()}
         self.tables: dict[str, MutableMapping[Any, Any]] = {}
         self._decoders = {name: broadcast_converter(d) for name, d in self.descriptors.items()}
+
+    def use_types(self, types: Resolver) -> None:
+        """Store undeclared objects as the job's classes read them back."""
+        for view in self._read_write.values():
+            view.types = types
 
     def bind(self, tables: Callable[..., MutableMapping[Any, Any]]) -> None:
         """``tables(name, decode)``: the backend's table of one descriptor."""

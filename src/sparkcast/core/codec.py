@@ -13,15 +13,18 @@ set / frozenset         ``{"$s": [...]}``
 datetime / date         ``{"$dt": iso}`` / ``{"$d": iso}``
 Decimal, nan/inf        ``{"$dec": str}``, ``{"$f": "nan"}``
 numpy array             ``{"$nd": dtype, "shape": [...], "b": base64}``
-dataclass               ``{"$o": "TypeName", "v": {field: value, ...}}``
-Enum member             ``{"$e": "TypeName", "v": value}``
-NamedTuple              ``{"$n": "TypeName", "f": [names], "v": [...]}``
+dataclass               ``{"$o": "Qual.Name", "v": {field: value, ...}}``
+plain object            ``{"$c": "Qual.Name", "v": {attribute: value, ...}}``
+Enum member             ``{"$e": "Qual.Name", "v": value}``
+NamedTuple              ``{"$n": "Qual.Name", "f": [names], "v": [...]}``
 ======================  ===================================
 
-Typed values carry their fields and type name, never a class path: ``decode`` gives them back
-generically (a dataclass as a ``Record``, a dict that knows its type name; an enum as its value;
-a NamedTuple as a ``Row``), and the state layer rebuilds them from the type the descriptor
-declares (``core/converters.py``). Nothing in the data chooses a class.
+Typed values carry their fields and their class's qualified name, never a module path. Given a
+job's ``TypeRegistry`` (``core/type_registry.py``), ``decode`` gives them back as instances of
+the class of that name among the classes the job knows, and raises ``UnknownTypeError`` for a
+name it does not know; it never imports a module and never runs ``__reduce__``. Without one
+(the state tools) it gives them back generically: a dataclass or object as a ``Record`` (a dict
+that knows its type name), an enum as its value, a NamedTuple as a ``Row``.
 
 ``fingerprint`` hashes the canonical form (sorted dict keys), so equal values hash equally in
 every process: the engine orders broadcast elements by it when nothing else orders them.
@@ -37,16 +40,26 @@ import enum
 import hashlib
 import json
 import math
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from sparkcast.api.row import Row, row_type
-from sparkcast.core.frozen import freeze
+from sparkcast.api.row import Row, new_row, row_type
+from sparkcast.core.frozen import freeze, is_plain_object, plain_state
 from sparkcast.core.scope import NAN_KEY
 from sparkcast.errors import StateSerializationError
 
 _SCALARS = (str, int, bool, type(None))
+
+
+class Resolver(Protocol):
+    """Turns a stored type name and its fields back into an instance (``TypeRegistry``)."""
+
+    def record(self, name: str, fields: dict[str, Any]) -> Any: ...
+
+    def plain(self, name: str, attributes: dict[str, Any]) -> Any: ...
+
+    def enum(self, name: str, value: Any) -> Any: ...
 
 
 def _to_json(value: Any, canonical: bool) -> Any:
@@ -58,16 +71,18 @@ def _to_json(value: Any, canonical: bool) -> Any:
     if isinstance(value, Row):
         return {"$r": list(value.__fields__), "v": [_to_json(v, canonical) for v in value]}
     if isinstance(value, dict):
+        if isinstance(value, Record):
+            return {value.tag: value.type_name, "v": _dict_to_json(value, canonical)}
         return _dict_to_json(value, canonical)
     if isinstance(value, list):
         return [_to_json(v, canonical) for v in value]
     if isinstance(value, tuple):
         if hasattr(value, "_fields"):  # a NamedTuple (Rows are handled above)
-            return {"$n": kind.__name__, "f": list(value._fields),
+            return {"$n": type_name(value), "f": list(value._fields),
                     "v": [_to_json(v, canonical) for v in value]}
         return {"$t": [_to_json(v, canonical) for v in value]}
     if isinstance(value, enum.Enum):
-        return {"$e": type(value).__name__, "v": _to_json(value.value, canonical)}
+        return {"$e": type_name(value), "v": _to_json(value.value, canonical)}
     if dataclasses.is_dataclass(value):
         return {"$o": type_name(value),
                 "v": {f.name: _to_json(getattr(value, f.name), canonical)
@@ -76,18 +91,21 @@ def _to_json(value: Any, canonical: bool) -> Any:
 
 
 def type_name(value: Any) -> str:
-    """The name a typed value is stored under (a frozen view reports its class's name)."""
-    return getattr(value, "__sparkcast_type__", type(value).__name__)
+    """The name a typed value is stored under, its class's qualified name (a frozen view
+    reports its class's)."""
+    return getattr(value, "__sparkcast_type__", None) or type(value).__qualname__
 
 
 class Record(dict):
-    """A dataclass decoded without its declared type: its fields, and the type's name."""
+    """A dataclass (``$o``) or object (``$c``) decoded without a registry: its fields, and the
+    type's name; encoded again as it was stored."""
 
-    __slots__ = ("type_name",)
+    __slots__ = ("tag", "type_name")
 
-    def __init__(self, type_name: str, fields: dict[str, Any]) -> None:
+    def __init__(self, type_name: str, fields: dict[str, Any], tag: str = "$o") -> None:
         super().__init__(fields)
         self.type_name = type_name
+        self.tag = tag
 
 
 def _dict_to_json(value: dict, canonical: bool) -> Any:
@@ -120,37 +138,61 @@ def _special_to_json(value: Any, canonical: bool) -> Any:
                 "b": base64.b64encode(data.tobytes()).decode("ascii")}
     if isinstance(value, np.generic):
         return _to_json(value.item(), canonical)
+    if is_plain_object(value):
+        return {"$c": type_name(value),
+                "v": {k: _to_json(v, canonical) for k, v in plain_state(value).items()}}
     raise StateSerializationError(
         f"cannot store a {type(value).__name__} in state: use JSON-like values (str, int, float, "
         "bool, None, list, dict, tuple, Row, bytes, set, datetime, Decimal, numpy arrays), "
-        "dataclasses, Enum or NamedTuple"
+        "dataclasses, Enum, NamedTuple or objects of your classes"
     )
 
 
-def _from_json(data: Any) -> Any:
+def _from_json(data: Any, types: Resolver | None = None) -> Any:
     kind = type(data)
     if kind is list:
-        return [_from_json(v) for v in data]
+        return [_from_json(v, types) for v in data]
     if kind is not dict:
         return data
     if len(data) <= 3 and data and next(iter(data)).startswith("$"):
-        return _tagged_from_json(data)
-    return {k: _from_json(v) for k, v in data.items()}
+        return _tagged_from_json(data, types)
+    return {k: _from_json(v, types) for k, v in data.items()}
 
 
-def _tagged_from_json(data: dict) -> Any:
+def _tagged_from_json(data: dict, types: Resolver | None) -> Any:
     tag = next(iter(data))
     body = data[tag]
+    if tag in ("$o", "$c", "$e", "$n"):
+        return _typed_from_json(tag, body, data, types)
+    return _plain_tagged(tag, body, data, types)
+
+
+def _typed_from_json(tag: str, name: str, data: dict, types: Resolver | None) -> Any:
+    if tag == "$e":
+        value = _from_json(data["v"], types)
+        return value if types is None else types.enum(name, value)
+    if tag == "$n":
+        values = [_from_json(v, types) for v in data["v"]]
+        if types is None:
+            return row_type(tuple(data["f"]))._make(values)
+        return types.record(name, dict(zip(data["f"], values, strict=True)))
+    fields = {k: _from_json(v, types) for k, v in data["v"].items()}
+    if types is None:
+        return Record(name, fields, tag)
+    return types.record(name, fields) if tag == "$o" else types.plain(name, fields)
+
+
+def _plain_tagged(tag: str, body: Any, data: dict, types: Resolver | None) -> Any:
     if tag == "$t":
-        return tuple(_from_json(v) for v in body)
-    if tag == "$r":
-        return row_type(tuple(body))._make(_from_json(v) for v in data["v"])
+        return tuple(_from_json(v, types) for v in body)
+    if tag == "$r":  # PyFlink's Row: mutable, as a Row read from PyFlink's state is
+        return new_row(tuple(body), [_from_json(v, types) for v in data["v"]])
     if tag == "$m":
-        return {hashable(_from_json(k)): _from_json(v) for k, v in body}
+        return {hashable(_from_json(k, types)): _from_json(v, types) for k, v in body}
     if tag == "$b":
         return base64.b64decode(body)
     if tag == "$s":
-        return {hashable(_from_json(v)) for v in body}
+        return {hashable(_from_json(v, types)) for v in body}
     if tag == "$dt":
         return datetime.datetime.fromisoformat(body)
     if tag == "$d":
@@ -159,15 +201,9 @@ def _tagged_from_json(data: dict) -> Any:
         return decimal.Decimal(body)
     if tag == "$f":
         return float(body)
-    if tag == "$o":
-        return Record(body, {k: _from_json(v) for k, v in data["v"].items()})
-    if tag == "$e":
-        return _from_json(data["v"])
-    if tag == "$n":
-        return row_type(tuple(data["f"]))._make(_from_json(v) for v in data["v"])
     if tag == "$nd":
         if body == "object":
-            return np.array([_from_json(v) for v in data["v"]], dtype=object)
+            return np.array([_from_json(v, types) for v in data["v"]], dtype=object)
         raw = base64.b64decode(data["b"])
         return np.frombuffer(raw, dtype=np.dtype(body)).reshape(data["shape"]).copy()
     raise StateSerializationError(f"unknown codec tag {tag!r}: state written by a newer sparkcast?")
@@ -200,7 +236,11 @@ def check_storable(value: Any, where: str = "state") -> bool:
     if kind in _LEAVES:
         return False
     typed = False
-    if isinstance(value, dict):
+    if isinstance(value, Row):  # both kinds: PyFlink's (not a tuple) and input rows
+        for v in value:
+            typed = check_storable(v, where) | typed
+    elif isinstance(value, dict):
+        typed = isinstance(value, Record)
         for k, v in value.items():
             typed = check_storable(k, where) | check_storable(v, where) | typed
     elif isinstance(value, (list, tuple, set, frozenset)):
@@ -219,11 +259,15 @@ def check_storable(value: Any, where: str = "state") -> bool:
         for f in dataclasses.fields(value):
             check_storable(getattr(value, f.name), where)
         return True
+    elif is_plain_object(value) and not isinstance(value, _SUBCLASSED_LEAVES + (np.ndarray,)):
+        for name, v in plain_state(value).items():
+            check_storable(v, f"{where} ({type_name(value)}.{name})")
+        return True
     elif not isinstance(value, _SUBCLASSED_LEAVES):  # as _special_to_json: not str/int/float
         raise StateSerializationError(
             f"{where}: cannot store a {kind.__name__} ({_short(value)}): use JSON-like values "
             "(str, int, float, bool, None, list, dict, tuple, Row, bytes, set, datetime, "
-            "Decimal, numpy arrays, dataclasses, Enum, NamedTuple)"
+            "Decimal, numpy arrays, dataclasses, Enum, NamedTuple, objects of your classes)"
         )
     return typed
 
@@ -249,10 +293,13 @@ def encode(value: Any) -> bytes:
         raise StateSerializationError(f"cannot encode state value: {exc}") from exc
 
 
-def decode(data: bytes | str) -> Any:
-    """Decode what ``encode`` wrote."""
+def decode(data: bytes | str, types: Resolver | None = None) -> Any:
+    """Decode what ``encode`` wrote; typed values as instances of the classes ``types``
+    resolves their names to (generically without it)."""
     try:
-        return _from_json(json.loads(data))
+        return _from_json(json.loads(data), types)
+    except StateSerializationError:
+        raise
     except (TypeError, ValueError) as exc:
         raise StateSerializationError(f"corrupt state value: {exc}") from exc
 
@@ -268,6 +315,12 @@ def fingerprint(value: Any) -> str:
     return hashlib.blake2b(canonical(value), digest_size=12).hexdigest()
 
 
-def frozen_decode(data: bytes | str) -> Any:
+def frozen_decode(data: bytes | str, types: Resolver | None = None) -> Any:
     """Decode straight into read-only containers, for broadcast state shared between readers."""
-    return freeze(decode(data))
+    return freeze(decode(data, types))
+
+
+def roundtrip(value: Any, types: Resolver | None) -> Any:
+    """The value as it reads back from state: a copy, typed values as their classes (as
+    ``untyped`` without a registry)."""
+    return untyped(value) if types is None else _from_json(_to_json(value, False), types)

@@ -79,7 +79,7 @@ def _record(cls: type, building: dict[type, Convert | None]) -> Convert:
                 f"state holds a {type(value).__name__} where {cls.__name__} is declared: the "
                 "descriptor's type changed; declare the stored type, or migrate the state")
         stored_name = getattr(value, "type_name", cls.__name__)
-        if isinstance(value, Record) and stored_name != cls.__name__:
+        if isinstance(value, Record) and stored_name not in (cls.__name__, cls.__qualname__):
             raise StateSerializationError(
                 f"state holds a {stored_name} where {cls.__name__} is declared: a renamed class "
                 "cannot read old state; keep the name, or migrate the state")

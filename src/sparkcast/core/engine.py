@@ -49,6 +49,7 @@ from sparkcast.core.runner import ElementRunner, MainRunner
 from sparkcast.core.runtime_context import EngineRuntimeContext, TaskInfo
 from sparkcast.core.scope import NO_KEY, KeyScope
 from sparkcast.core.timers import KeyedTimerService, TimerQueue
+from sparkcast.core.type_registry import job_types
 from sparkcast.core.vectorized import BatchRunner
 from sparkcast.errors import PipelineError, UserFunctionError, raised_as_itself
 
@@ -89,6 +90,10 @@ class SubtaskEngine:
         self.runtime_context: EngineRuntimeContext | None = None  # set by open()
         self.broadcast = BroadcastStates(descriptors, self._broadcast_changed)
         self.keyed_states = KeyedStates(self.scope, self.keyed, descriptors)
+        #: the classes stored objects resolve against (``core/type_registry.py``)
+        self.types = job_types(user_function(function), descriptors.values(), self.options.types)
+        self.broadcast.use_types(self.types)
+        self.keyed_states.types = self.types
         parts = ContextParts(self.scope, self.collector, self.broadcast, self.keyed_states,
                              KeyedTimerService(self.scope, self.timers))
         self.contexts = Contexts(parts, self.keyed, strict_contexts)
@@ -111,6 +116,7 @@ class SubtaskEngine:
     def bind(self, backend: StateBackend) -> None:
         """Attach the state of this subtask (Spark: the handles of the current micro-batch)."""
         self.backend = backend
+        backend.use_types(self.types)
         self.broadcast.bind(backend.broadcast_table)
         self.keyed_states.bind(backend.keyed_table)
         for domain, queue in self.timers.items():

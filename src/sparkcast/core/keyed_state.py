@@ -26,7 +26,7 @@ from sparkcast.api.descriptors import (
 )
 from sparkcast.api.state import AggregatingState, ListState, MapState, ReducingState, ValueState
 from sparkcast.api.ttl import StateTtlConfig
-from sparkcast.core.codec import check_storable, untyped
+from sparkcast.core.codec import Resolver, check_storable, roundtrip
 from sparkcast.core.converters import Convert, stored_converter
 from sparkcast.core.scope import NO_KEY, KeyScope
 from sparkcast.errors import KeyedStateError, PipelineError, StateTypeError
@@ -61,6 +61,9 @@ class _Ttl:
 
 
 class _KeyedState:
+    #: the job's classes, which undeclared objects are stored as (``core/type_registry.py``)
+    _types: Resolver | None = None
+
     def __init__(self, scope: KeyScope, descriptor: StateDescriptor,
                  table: MutableMapping[Any, Any]) -> None:
         self._scope = scope
@@ -96,7 +99,7 @@ class _KeyedState:
             raise StateTypeError(f"state {self._name!r}: {type(value).__name__} is not a "
                                  f"{type_label(self._descriptor.type_info)}")
         if type(value) not in _PLAIN and check_storable(value, f"state {self._name!r}"):
-            return value if self._typed else untyped(value)
+            return value if self._typed else roundtrip(value, self._types)
         return value
 
     def _get(self) -> Any:
@@ -351,7 +354,7 @@ class MapStateImpl(_KeyedState, MapState):
             raise StateTypeError(f"map state {self._name!r}: {type(value).__name__} is not a "
                                  f"{type_label(declared)}")
         if type(value) not in _PLAIN and check_storable(value, f"map state {self._name!r}"):
-            return value if self._typed else untyped(value)
+            return value if self._typed else roundtrip(value, self._types)
         return value
 
 
@@ -386,6 +389,8 @@ class KeyedStates:
         self._decoders: dict[str, Convert | None] = {}
         self._tables: Tables = lambda name, decode=None: {}
         self._failure: tuple[BaseException, Any] | None = None
+        #: the job's ``TypeRegistry``, set by the engine
+        self.types: Any = None
 
     def bind(self, tables: Tables) -> None:
         """Rebind every handle to the table the backend gives for its name."""
@@ -419,8 +424,11 @@ class KeyedStates:
         if known is None:
             self._descriptors[name] = descriptor
             decode = self._decoders[name] = stored_converter(descriptor)
+            if self.types is not None:
+                self.types.add_descriptor(descriptor)
             handle = STATE_CLASSES[descriptor.kind](self._scope, descriptor,
                                                     self._tables(name, decode))
+            handle._types = self.types
             self._handles[name] = handle
         return self._handles[name]
 

@@ -53,7 +53,7 @@ class OutputShape:
                 return (f"output Row fields {list(value.__fields__)} do not match {self.what} "
                         f"{self.names}")
             return tuple(value[f] for f in self.names)
-        if not isinstance(value, (tuple, list)):
+        if not isinstance(value, (tuple, list, Row)):
             if self.width != 1:
                 return (f"output {type(value).__name__} is not a tuple, dict or Row of "
                         f"{self.what} {self.names}")

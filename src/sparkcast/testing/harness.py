@@ -14,6 +14,7 @@ Examples:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
@@ -24,11 +25,13 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcast
 from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_conditions
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.row import Row
 from sparkcast.api.timers import MIN_WATERMARK
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
+from sparkcast.core.inferred_schema import infer_ddl
 from sparkcast.core.keyed_process import CoElement, KeyedAdapter
 from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
@@ -56,10 +59,11 @@ class BroadcastHarness:
         hold_until_ready: Iterable[Any] | None = None,
         hold_capacity: int = 100_000,
         time_alignment: TimeAlignment = "batch",
-        on_error: OnError = "fail",
+        on_error: OnError = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
         output_schema: str | None = None,
+        check_outputs: bool = True,
         side_outputs: Sequence[OutputTag] = (),
         initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
     ) -> None:
@@ -83,7 +87,11 @@ class BroadcastHarness:
                                     strict_contexts=True)
         self._records: list[OutputRecord] = []
         self._opened = False
-        self._checker = _checker(output_schema, side_outputs)
+        #: the main output's schema: as given, else inferred from the first outputs
+        self.output_schema = output_schema
+        self._infer = output_schema is None and check_outputs
+        self._side_outputs = tuple(side_outputs)
+        self._checker = _checker(output_schema, side_outputs, self._infer)
         self._initial_state = dict(initial_state or {})
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
@@ -223,6 +231,8 @@ class BroadcastHarness:
     def _collect(self) -> None:
         self.engine.flush()
         records = list(map(OutputRecord._make, self.engine.take_outputs()))
+        if self._infer and records:
+            self._infer_schema(records)
         if self._checker is not None and records:
             checked = self._checker.check(records, keep=True)
             records = checked.accepted_records() + [
@@ -231,6 +241,29 @@ class BroadcastHarness:
         if self._new_backend is not None:
             self.backend = self._new_backend()
             self.engine.bind(self.backend)
+
+    def _infer_schema(self, records: list[OutputRecord]) -> None:
+        """Spark checks every output against ``process(..., output_schema)``: without one, the
+        harness infers it from the first main outputs (each field from its first non-null
+        value), says so, and checks the same way."""
+        values = [r.value for r in records if r.tag is None and not r.batch]
+        if not values:
+            return
+        first = values[0]
+        if isinstance(first, (tuple, list, Row)) and not (isinstance(first, Row)
+                                                          and first.__fields__):
+            width = len(first)
+            same = [v for v in values if isinstance(v, (tuple, list, Row)) and len(v) == width]
+            first = tuple(next((v[i] for v in same if v[i] is not None), None)
+                          for i in range(width))
+        self.output_schema = infer_ddl(first)
+        self._infer = False
+        self._checker = _checker(self.output_schema, self._side_outputs)
+        warnings.warn(
+            f"{type(self).__name__}: no output_schema given; inferred {self.output_schema!r} "
+            "from the first outputs and checking every output against it, as Spark checks "
+            "process(..., output_schema); pass output_schema= (the one the job uses) to check "
+            "against that", stacklevel=4)
 
     def _expand(self, tag: OutputTag | None) -> list[tuple[Any, int | None]]:
         pairs: list[tuple[Any, int | None]] = []
@@ -246,11 +279,12 @@ class BroadcastHarness:
         return pairs
 
 
-def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag]
+def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag], checked: bool = True
              ) -> OutputChecker | None:
-    """With ``output_schema`` or ``side_outputs``, outputs are checked as on Spark (the same
-    ``OutputChecker``): a bad output is a dead letter, not a value in ``output()``."""
-    if output_schema is None and not side_outputs:
+    """Outputs checked as on Spark (the same ``OutputChecker``): a bad output is a dead letter,
+    not a value in ``output()``; a side output not in ``side_outputs`` too. Without a schema,
+    side outputs or ``checked``, nothing is checked."""
+    if output_schema is None and not side_outputs and not checked:
         return None
     sides = {t.tag_id: None if t.schema is None else parse_ddl(t.schema) for t in side_outputs}
     return OutputChecker(None if output_schema is None else parse_ddl(output_schema), sides)
@@ -264,13 +298,32 @@ class KeyedBroadcastHarness(BroadcastHarness):
         function: KeyedBroadcastProcessFunction,
         key_selector: KeySelector | Callable[[Any], Any],
         broadcast_descriptors: Sequence[MapStateDescriptor],
-        **options: Any,
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        hold_until_ready: Iterable[Any] | None = None,
+        hold_capacity: int = 100_000,
+        time_alignment: TimeAlignment = "batch",
+        on_error: OnError = "dead_letter",
+        job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        check_outputs: bool = True,
+        side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
     ) -> None:
+        """Options as ``BroadcastHarness``'s (and ``process(...)``'s)."""
         get_key = getattr(key_selector, "get_key", key_selector)
         if not callable(get_key):
             raise PipelineError("key_selector must be a callable or have get_key(value)")
         self._get_key: Callable[[Any], Any] = get_key
-        super().__init__(function, broadcast_descriptors, **options)
+        super().__init__(
+            function, broadcast_descriptors, parallelism=parallelism,
+            subtask_index=subtask_index, hold_until_ready=hold_until_ready,
+            hold_capacity=hold_capacity, time_alignment=time_alignment, on_error=on_error,
+            job_parameters=job_parameters, state_backend=state_backend,
+            output_schema=output_schema, check_outputs=check_outputs, side_outputs=side_outputs,
+            initial_state=initial_state)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         if not isinstance(function, KeyedBroadcastProcessFunction):
@@ -296,11 +349,30 @@ class KeyedProcessHarness(KeyedBroadcastHarness):
     ``process_element``, watermarks, processing time, outputs, keyed state and timers as on
     ``KeyedBroadcastHarness``; there is no broadcast side."""
 
-    def __init__(self, function: KeyedProcessFunction, key_selector: KeySelector | Callable[
-            [Any], Any], **options: Any) -> None:
+    def __init__(
+        self,
+        function: KeyedProcessFunction,
+        key_selector: KeySelector | Callable[[Any], Any],
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        on_error: OnError = "dead_letter",
+        job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        check_outputs: bool = True,
+        side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
+    ) -> None:
+        """Options as ``KeyedStream.process(...)``'s (no broadcast side)."""
         if not isinstance(function, KeyedProcessFunction):
             raise PipelineError("a KeyedProcessHarness runs a KeyedProcessFunction")
-        super().__init__(KeyedAdapter(function), key_selector, [], **options)
+        super().__init__(
+            KeyedAdapter(function), key_selector, [], parallelism=parallelism,
+            subtask_index=subtask_index, on_error=on_error,
+            job_parameters=job_parameters, state_backend=state_backend,
+            output_schema=output_schema, check_outputs=check_outputs, side_outputs=side_outputs,
+            initial_state=initial_state)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         pass
@@ -314,16 +386,35 @@ class KeyedCoProcessHarness(KeyedBroadcastHarness):
     """Runs a ``KeyedCoProcessFunction`` (Flink's ``KeyedTwoInputStreamOperatorTestHarness``):
     ``process_element1`` / ``process_element2``, each input keyed by its own selector."""
 
-    def __init__(self, function: KeyedCoProcessFunction,
-                 key_selector1: KeySelector | Callable[[Any], Any],
-                 key_selector2: KeySelector | Callable[[Any], Any], **options: Any) -> None:
+    def __init__(
+        self,
+        function: KeyedCoProcessFunction,
+        key_selector1: KeySelector | Callable[[Any], Any],
+        key_selector2: KeySelector | Callable[[Any], Any],
+        *,
+        parallelism: int = 1,
+        subtask_index: int = 0,
+        on_error: OnError = "dead_letter",
+        job_parameters: dict[str, Any] | None = None,
+        state_backend: Callable[[], StateBackend] | None = None,
+        output_schema: str | None = None,
+        check_outputs: bool = True,
+        side_outputs: Sequence[OutputTag] = (),
+        initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
+    ) -> None:
+        """Options as ``ConnectedKeyedStreams.process(...)``'s."""
         if not isinstance(function, KeyedCoProcessFunction):
             raise PipelineError("a KeyedCoProcessHarness runs a KeyedCoProcessFunction")
         get_key2 = getattr(key_selector2, "get_key", key_selector2)
         if not callable(get_key2):
             raise PipelineError("key_selector2 must be a callable or have get_key(value)")
         self._get_key2: Callable[[Any], Any] = get_key2
-        super().__init__(KeyedAdapter(function), key_selector1, [], **options)
+        super().__init__(
+            KeyedAdapter(function), key_selector1, [], parallelism=parallelism,
+            subtask_index=subtask_index, on_error=on_error,
+            job_parameters=job_parameters, state_backend=state_backend,
+            output_schema=output_schema, check_outputs=check_outputs, side_outputs=side_outputs,
+            initial_state=initial_state)
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
         pass

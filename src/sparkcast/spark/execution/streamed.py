@@ -151,9 +151,10 @@ class BroadcastApplier:
         base = snapshots.name(self.location, earlier[-1]) if earlier else None
         if not elements:
             if base is not None:
-                self._check(snapshots.read(base, self.plan.blob_store))
+                self._check(snapshots.read(base, self.plan.blob_store, self.engine.types))
             return base, []
-        state = snapshots.EMPTY if base is None else snapshots.read(base, self.plan.blob_store)
+        state = snapshots.EMPTY if base is None else snapshots.read(base, self.plan.blob_store,
+                                                                    self.engine.types)
         self._check(state)
         backend = self._run(self.engine, state, elements)
         tables = {name: dict(table) for name, table in backend.broadcast.items()}
@@ -206,7 +207,8 @@ class SnapshotBinder:
         wanted = self.file or ""
         if _BOUND.get(key) == wanted:
             return
-        state = snapshots.read(self.file, self.blob_store) if self.file else snapshots.EMPTY
+        state = (snapshots.read(self.file, self.blob_store, engine.types) if self.file
+                 else snapshots.EMPTY)
         backend = DictBackend()
         backend.broadcast.update(state.tables)
         backend.store("broadcast_version", state.version)

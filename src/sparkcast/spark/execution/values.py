@@ -47,7 +47,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from sparkcast.api.row import Row, row_type
+from sparkcast.api.row import TupleRow, row_type
 from sparkcast.core.records import BroadcastElement
 
 Convert = Callable[[Any], Any]
@@ -114,7 +114,7 @@ def _is_null(value: Any) -> bool:
 
 
 def rows_of(frame: pd.DataFrame, start: int, fields: tuple[str, ...],
-            integral: frozenset[int]) -> list[Row]:
+            integral: frozenset[int]) -> list[TupleRow]:
     """Rows of ``fields`` from the frame's columns ``start …`` (positional, whatever their names).
 
     ``integral`` holds the field indexes of integer Spark types: a column with nulls arrives as
@@ -138,15 +138,15 @@ def main_values(table: Any, first: int, fields: tuple[str, ...], vectorized: boo
     return convert_rows(values, fields, found), timestamps
 
 
-def convert_rows(rows: list[Row], fields: tuple[str, ...], found: dict[int, Convert]
-                 ) -> list[Row]:
+def convert_rows(rows: list[TupleRow], fields: tuple[str, ...], found: dict[int, Convert]
+                 ) -> list[TupleRow]:
     """Rows with their converted fields (the input list when nothing needs converting)."""
     if not found or not rows:
         return rows
     make = row_type(fields)._make
     items = list(found.items())
 
-    def fix(row: Row) -> Row:
+    def fix(row: TupleRow) -> TupleRow:
         values = list(row)
         for index, convert in items:
             values[index] = convert(values[index])

@@ -85,7 +85,8 @@ class SparkStateBackend(StateBackend):
     def load(self, name: str, default: Any) -> Any:
         if name not in self._blobs:
             row = self._states.meta.getValue((name,))
-            self._blobs[name] = default if row is None else codec.decode(bytes(row[0]))
+            self._blobs[name] = default if row is None else codec.decode(bytes(row[0]),
+                                                                        self.types)
         return self._blobs[name]
 
     def store(self, name: str, value: Any) -> None:
@@ -103,7 +104,8 @@ class SparkStateBackend(StateBackend):
 
     def keyed_table(self, name: str, decode: Convert | None = None) -> MutableMapping[Any, Any]:
         if name not in self._keyed:
-            self._keyed[name] = BucketedTable(self._states.keyed, name, self._buckets, decode)
+            self._keyed[name] = BucketedTable(self._states.keyed, name, self._buckets, decode,
+                                              self.types)
         return self._keyed[name]
 
     def flush(self) -> None:
@@ -123,7 +125,7 @@ class SparkStateBackend(StateBackend):
         if cached is not None:
             return cached
         rows = [row for (_,), (blob,) in self._states.broadcast[name].iterator()
-                for row in load_value(bytes(blob), self._blob_dir)]
+                for row in load_value(bytes(blob), self._blob_dir, self.types)]
         rows.sort(key=lambda row: row[1])
         entries = {codec.hashable(key): value for key, _, value in rows}
         seqs = {codec.hashable(key): seq for key, seq, _ in rows}
@@ -209,11 +211,12 @@ class BroadcastTable(MutableMapping):
 class BucketedTable(MutableMapping):
     """Keyed state of one descriptor, read and written a bucket at a time."""
 
-    def __init__(self, map_state: Any, name: str, buckets: int, decode: Convert | None = None
-                 ) -> None:
+    def __init__(self, map_state: Any, name: str, buckets: int, decode: Convert | None = None,
+                 types: codec.Resolver | None = None) -> None:
         self._state = map_state
         self._name = name
         self._decode = decode
+        self._types = types
         self._buckets = buckets
         self._loaded: dict[int, dict[Any, Any]] = {}
         self._dirty: set[int] = set()
@@ -305,7 +308,7 @@ class BucketedTable(MutableMapping):
 
     def _decode_bucket(self, blob: Any) -> dict[Any, Any]:
         decode = self._decode
-        pairs = codec.decode(bytes(blob))
+        pairs = codec.decode(bytes(blob), self._types)
         if decode is None:
             return {codec.hashable(k): v for k, v in pairs}
         return {codec.hashable(k): decode(v) for k, v in pairs}

@@ -70,10 +70,11 @@ def store_value(value: Any, blob_store: str) -> bytes:
     return json.dumps({"$blob": digest, "bytes": len(encoded)}).encode()
 
 
-def load_value(stored: bytes, blob_store: str) -> Any:
-    """A frozen value from state bytes, reading (and verifying) a blob if they refer to one."""
+def load_value(stored: bytes, blob_store: str, types: codec.Resolver | None = None) -> Any:
+    """A frozen value from state bytes, reading (and verifying) a blob if they refer to one;
+    stored objects as the classes ``types`` resolves them to."""
     if not stored.startswith(_PREFIX):
-        return codec.frozen_decode(stored)
+        return codec.frozen_decode(stored, types)
     digest = json.loads(stored)["$blob"]
     cached = _CACHE.get((blob_store, digest))
     if cached is not None:
@@ -86,7 +87,7 @@ def load_value(stored: bytes, blob_store: str) -> Any:
     if hashlib.sha256(encoded).hexdigest() != digest:
         raise StateSerializationError(f"broadcast blob {digest} fails its checksum: the file "
                                       f"in {blob_store} was changed or truncated")
-    value = _CACHE[(blob_store, digest)] = codec.frozen_decode(encoded)
+    value = _CACHE[(blob_store, digest)] = codec.frozen_decode(encoded, types)
     return value
 
 

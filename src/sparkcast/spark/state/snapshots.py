@@ -73,8 +73,9 @@ def delete(location: str, batch: int) -> None:
     storage.delete(name(location, batch))
 
 
-def read(file: str, blob_store: str) -> Snapshot:
-    """The snapshot in ``file``, decoded and frozen, cached per process by file name."""
+def read(file: str, blob_store: str, types: codec.Resolver | None = None) -> Snapshot:
+    """The snapshot in ``file``, decoded and frozen (objects as the classes ``types`` resolves
+    them to), cached per process by file name."""
     cached = _CACHE.get(file)
     if cached is not None:
         return cached
@@ -87,7 +88,7 @@ def read(file: str, blob_store: str) -> Snapshot:
     meta = json.loads(header)
     tables: dict[str, dict[Any, Any]] = {}
     for line in entries:
-        descriptor, key, value = load_value(line, blob_store)
+        descriptor, key, value = load_value(line, blob_store, types)
         tables.setdefault(descriptor, {})[codec.hashable(key)] = value
     snapshot = _CACHE[file] = Snapshot(meta["layout"], meta["version"], tables)
     return snapshot

@@ -1,0 +1,147 @@
+"""The six literal ports and the Flink docs' count-with-timeout example (tests/examples/ported)
+on the harness, over both state backends (the dict one, and Spark's over stand-in state, which
+encodes and decodes every value): objects kept under ``Types.PICKLED_BYTE_ARRAY()`` come back as
+their own class with their methods (issue 25). tests/spark/test_literal_ports.py runs them on
+Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkcast import Row, Types, ValueStateDescriptor
+from sparkcast.api.row import TupleRow
+from sparkcast.errors import ReadOnlyStateError
+from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness, KeyedProcessHarness
+from tests.examples.ported import (
+    colour_shape,
+    count_with_timeout,
+    enrichment,
+    feature_flags,
+    fraud_rules,
+    model_serving,
+    multi_model,
+)
+
+
+def rows(**columns):
+    """Input rows as Spark hands them over (read-only, field access by attribute)."""
+    names = tuple(columns)
+    return [TupleRow(**dict(zip(names, values, strict=True)))
+            for values in zip(*columns.values(), strict=True)]
+
+
+def test_colour_shape_items_and_rules_keep_their_classes(state_backend):
+    h = KeyedBroadcastHarness(colour_shape.MatchFunction(), lambda v: v.color,
+                              [colour_shape.rule_state_descriptor], state_backend=state_backend)
+    h.open()
+    for rule in rows(name=["sq-tri"], first=["square"], second=["triangle"]):
+        h.process_broadcast_element(rule)
+    for item in rows(id=[1, 2, 3, 4], color=["red", "blue", "red", "red"],
+                     shape=["square", "square", "square", "triangle"]):
+        h.process_element(item)
+    assert h.output() == ["MATCH: square#1 - triangle#4", "MATCH: square#3 - triangle#4"]
+    [blue] = h.keyed_state(colour_shape.MatchFunction().map_state_desc, "blue")["sq-tri"]
+    assert isinstance(blue, colour_shape.Item) and blue.get_shape() is colour_shape.Shape.SQUARE
+    rule = h.broadcast_state(colour_shape.rule_state_descriptor)["sq-tri"]
+    assert isinstance(rule, colour_shape.Rule) and rule.second is colour_shape.Shape.TRIANGLE
+
+
+def test_model_serving_predicts_with_the_model_and_the_version_asked_for(state_backend):
+    h = BroadcastHarness(model_serving.ModelServingFunction(),
+                         [model_serving.model_state_descriptor], state_backend=state_backend)
+    h.open()
+    for model in rows(version=[1, 2], weights=[[1.0, 1.0], [2.0, 0.0]], bias=[0.0, 0.5]):
+        h.process_broadcast_element(model)
+    for request in rows(request_id=["a", "b"], features=[[1.0, 2.0], [1.0, 2.0]],
+                        version=[None, 1]):
+        h.process_element(request)
+    assert h.output() == [("a", 2.5, 2), ("b", 3.0, 1)]
+    model = h.broadcast_state(model_serving.model_state_descriptor)["current"]
+    assert isinstance(model, model_serving.MLModel) and model.predict([1.0, 1.0]) == 2.5
+
+
+def test_multi_model_keys_by_enum_and_models_of_two_classes_one_slotted(state_backend):
+    h = BroadcastHarness(multi_model.MultiModelFunction(), [multi_model.models_descriptor],
+                         state_backend=state_backend)
+    h.open()
+    for model in rows(kind=["linear", "threshold"], name=["lin", "thr"],
+                      params=[[0.5, 0.5], [3.0]]):
+        h.process_broadcast_element(model)
+    for request in rows(request_id=["a", "b"], kind=["linear", "threshold"],
+                        features=[[2.0, 4.0], [1.0, 5.0]]):
+        h.process_element(request)
+    assert h.output() == [("a", "lin", 3.0), ("b", "thr", 1.0)]
+    models = h.broadcast_state(multi_model.models_descriptor)
+    assert isinstance(models[multi_model.ModelType.THRESHOLD], multi_model.ThresholdModel)
+
+
+def test_feature_flags_with_nested_configuration(state_backend):
+    h = BroadcastHarness(feature_flags.FeatureFlagFunction(), [feature_flags.flags_descriptor],
+                         state_backend=state_backend)
+    h.open()
+    for flag in rows(name=["dark", "beta", "off"], rollout=["ALL", "PERCENT", "OFF"],
+                     percent=[0, 100, 0], regions=[["eu"], [], []]):
+        h.process_broadcast_element(flag)
+    for request in rows(user_id=["u1", "u2"], region=["eu", "us"]):
+        h.process_element(request)
+    assert h.output() == [("u1", "beta,dark"), ("u2", "beta")]
+    flag = h.broadcast_state(feature_flags.flags_descriptor)["dark"]
+    assert flag.config.allowed_regions == {"eu"} and flag.rollout is feature_flags.Rollout.ALL
+
+
+def test_fraud_rules_and_account_stats_objects_in_keyed_state(state_backend):
+    h = KeyedBroadcastHarness(fraud_rules.FraudDetector(), lambda v: v.account,
+                              [fraud_rules.rules_descriptor], state_backend=state_backend)
+    h.open()
+    for rule in rows(rule_id=["big", "many"], field=["amount", "count"],
+                     operator=[">", ">"], threshold=[100.0, 2]):
+        h.process_broadcast_element(rule)
+    for tx in rows(account=["a", "a", "b", "a"], tx_id=["t1", "t2", "t3", "t4"],
+                   amount=[10.0, 500.0, 20.0, 5.0]):
+        h.process_element(tx)
+    h.process_broadcast_element(TupleRow(rule_id="big", field=None, operator=None,
+                                         threshold=None))
+    h.process_element(TupleRow(account="b", tx_id="t5", amount=900.0))
+    assert h.output() == [("a", "t2", "big"), ("a", "t4", "many")]
+    stats = h.keyed_state(ValueStateDescriptor("stats", Types.PICKLED_BYTE_ARRAY()), "a")
+    assert isinstance(stats, fraud_rules.AccountStats) and stats.average == 515.0 / 3
+
+
+def test_enrichment_and_segmentation_with_products_and_user_segments(state_backend):
+    h = BroadcastHarness(enrichment.EnrichFunction(), [enrichment.products_descriptor,
+                                                       enrichment.segments_descriptor],
+                         state_backend=state_backend)
+    h.open()
+    for value in rows(kind=["product", "segment"], id=["p1", "u1"], name=["pen", "vip"],
+                      price=[10.0, None], tier=[None, "GOLD"]):
+        h.process_broadcast_element(value)
+    for click in rows(user_id=["u1", "u2", "u2"], product_id=["p1", "p1", "p9"]):
+        h.process_element(click)
+    assert h.output() == [("u1", "pen", "vip", 9.0), ("u2", "pen", "unknown", 10.0),
+                          ("u2", None, "unknown", None)]
+
+
+def test_objects_are_also_accepted_as_broadcast_elements_and_are_read_only_on_the_main_side():
+    class Mutating(model_serving.ModelServingFunction):
+        def process_element(self, value, ctx):
+            model = ctx.get_broadcast_state(model_serving.model_state_descriptor).get("current")
+            model.version = 99  # Flink's rule: the main side must not modify broadcast state
+
+    h = BroadcastHarness(Mutating(), [model_serving.model_state_descriptor], on_error="fail")
+    h.open()
+    h.process_broadcast_element(Row(version=3, weights=[1.0], bias=0.0))
+    with pytest.raises(ReadOnlyStateError, match="must not modify broadcast state"):
+        h.process_element(Row(request_id="a", features=[1.0], version=None))
+
+
+@pytest.mark.parametrize("function", [count_with_timeout.CountWithTimeoutFunction,
+                                      count_with_timeout.CountWithTimeoutRowFunction])
+def test_count_with_timeout_in_its_java_and_python_forms(function, state_backend):
+    h = KeyedProcessHarness(function(), lambda v: v[0], state_backend=state_backend)
+    h.open()
+    for key, ts in [("a", 1_000), ("b", 2_000), ("a", 30_000), ("b", 70_000)]:
+        h.process_element(TupleRow(f0=key, f1=key), timestamp=ts)
+    h.process_watermark(100_000)  # a: its 90_000 timer emits; b's first timer is outdated
+    assert h.output() == [("a", 2)]
+    h.process_watermark(130_000)
+    assert h.output() == [("a", 2), ("b", 2)]
