@@ -180,3 +180,34 @@ def test_corrupt_data(data):
 def test_unknown_tag_names_its_cause():
     with pytest.raises(StateSerializationError, match="unknown codec tag"):
         codec.decode(b'{"$zz": 1}')
+
+
+def test_keep_names_decodes_without_the_classes_and_encodes_back_as_stored():
+    """The state tools rewrite state without the job (``rescale``): what they decode with
+    ``KEEP_NAMES`` encodes back with every class name, so the job's registry rebuilds the
+    same objects; a generic decode would turn an enum into its value."""
+    import enum as _enum
+    from typing import NamedTuple
+
+    from sparkcast.api.functions import BroadcastProcessFunction
+    from sparkcast.core.type_registry import job_types
+
+    class Tier(_enum.Enum):
+        GOLD = "gold"
+
+    class Point(NamedTuple):
+        x: int
+        y: int
+
+    class Holder:
+        def __init__(self) -> None:
+            self.tier = Tier.GOLD
+            self.points = [Point(1, 2)]
+
+    registry = job_types(BroadcastProcessFunction(), [], [Tier, Point, Holder])
+    stored = codec.encode({"h": Holder(), Tier.GOLD: Point(3, 4)})
+    rewritten = codec.encode(codec.decode(stored, codec.KEEP_NAMES))
+    back = codec.decode(rewritten, registry)
+    assert back[Tier.GOLD] == Point(3, 4) and type(back[Tier.GOLD]) is Point
+    assert back["h"].tier is Tier.GOLD and back["h"].points == [Point(1, 2)]
+    assert codec.decode(codec.encode(codec.decode(stored)), registry)["h"].tier == "gold"

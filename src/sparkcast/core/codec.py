@@ -108,6 +108,47 @@ class Record(dict):
         self.tag = tag
 
 
+class EnumRecord:
+    """An enum member (``$e``) decoded by :data:`KEEP_NAMES`: its value and its class's name;
+    encoded again as it was stored."""
+
+    __slots__ = ("type_name", "value")
+
+    def __init__(self, type_name: str, value: Any) -> None:
+        self.type_name = type_name
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, EnumRecord) and other.type_name == self.type_name
+                and other.value == self.value)
+
+    def __hash__(self) -> int:
+        return hash((self.type_name, hashable(self.value)))
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}: {self.value!r}>"
+
+
+class _KeepNames:
+    """A resolver that rebuilds no class but keeps every class name, so that what it decodes
+    encodes back byte-for-byte in meaning: the state tools that rewrite state without the job
+    (``rescale``) decode with it. A NamedTuple comes back as a ``$o`` record, which the job's
+    registry builds into the same NamedTuple."""
+
+    def record(self, name: str, fields: dict[str, Any]) -> Any:
+        return Record(name, fields, "$o")
+
+    def plain(self, name: str, attributes: dict[str, Any]) -> Any:
+        return Record(name, attributes, "$c")
+
+    def enum(self, name: str, value: Any) -> Any:
+        return EnumRecord(name, value)
+
+
+#: decode without the job's classes and lose no class name (see ``_KeepNames``)
+KEEP_NAMES: Resolver = _KeepNames()
+
+
 def _dict_to_json(value: dict, canonical: bool) -> Any:
     if all(type(k) is str and not k.startswith("$") for k in value):
         items = sorted(value.items()) if canonical else value.items()
@@ -138,6 +179,8 @@ def _special_to_json(value: Any, canonical: bool) -> Any:
                 "b": base64.b64encode(data.tobytes()).decode("ascii")}
     if isinstance(value, np.generic):
         return _to_json(value.item(), canonical)
+    if isinstance(value, EnumRecord):
+        return {"$e": value.type_name, "v": _to_json(value.value, canonical)}
     if is_plain_object(value):
         return {"$c": type_name(value),
                 "v": {k: _to_json(v, canonical) for k, v in plain_state(value).items()}}

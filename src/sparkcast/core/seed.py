@@ -43,8 +43,10 @@ class Seed:
                              self.broadcast_version])
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Seed:
-        broadcast, keyed, timers, held, version = codec.decode(data)
+    def from_bytes(cls, data: bytes, types: codec.Resolver | None = None) -> Seed:
+        """A seed written by ``to_bytes``; stored objects as the classes ``types`` resolves
+        them to (``codec.KEEP_NAMES`` to pass them on unchanged)."""
+        broadcast, keyed, timers, held, version = codec.decode(data, types)
         return cls({n: [(codec.hashable(k), v) for k, v in e] for n, e in broadcast.items()},
                    {n: [(codec.hashable(k), v) for k, v in e] for n, e in keyed.items()},
                    {d: [list(t) for t in e] for d, e in timers.items()},

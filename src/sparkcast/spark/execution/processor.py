@@ -69,7 +69,7 @@ class BroadcastProcessor(StatefulProcessor):
         (``planning/bootstrap.py``, ``tools/rescale.py``) before its first element."""
         engine = self._engine(self.plan.subtask_of_group[int(key[0])], static=False)
         for blob in initialState.iloc[:, -1].tolist():
-            apply_seed(engine, Seed.from_bytes(bytes(blob)))
+            apply_seed(engine, Seed.from_bytes(bytes(blob), engine.types))
         engine.flush()
         self._sync_spark_timer(engine)
 

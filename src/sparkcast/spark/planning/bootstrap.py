@@ -65,7 +65,9 @@ def prepared_seeds(checkpoint_location: str, plan: RuntimePlan) -> dict[int, See
                                 f"{prepared[item]}, this pipeline has {item}="
                                 f"{getattr(plan, item)}: pass {item}={prepared[item]}, or "
                                 "rescale again")
-    return {int(i): Seed.from_bytes(blob) for i, blob in prepared["seeds"].items()}
+    # passed on to the workers as stored: they decode the objects with the job's classes
+    return {int(i): Seed.from_bytes(blob, codec.KEEP_NAMES)
+            for i, blob in prepared["seeds"].items()}
 
 
 def initial_state_frame(plan: RuntimePlan) -> Any:

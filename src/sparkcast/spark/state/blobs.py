@@ -79,6 +79,17 @@ def load_value(stored: bytes, blob_store: str, types: codec.Resolver | None = No
     cached = _CACHE.get((blob_store, digest))
     if cached is not None:
         return cached
+    encoded = load_encoded(stored, blob_store)
+    value = _CACHE[(blob_store, digest)] = codec.frozen_decode(encoded, types)
+    return value
+
+
+def load_encoded(stored: bytes, blob_store: str) -> bytes:
+    """A value's encoding from state bytes: the bytes themselves, or the blob they refer to
+    (read and verified)."""
+    if not stored.startswith(_PREFIX):
+        return stored
+    digest = json.loads(stored)["$blob"]
     encoded = storage.read_bytes(storage.join(_require(blob_store), digest))
     if encoded is None:
         raise StateSerializationError(
@@ -87,8 +98,7 @@ def load_value(stored: bytes, blob_store: str, types: codec.Resolver | None = No
     if hashlib.sha256(encoded).hexdigest() != digest:
         raise StateSerializationError(f"broadcast blob {digest} fails its checksum: the file "
                                       f"in {blob_store} was changed or truncated")
-    value = _CACHE[(blob_store, digest)] = codec.frozen_decode(encoded, types)
-    return value
+    return encoded
 
 
 def _write_blob(blob_store: str, digest: str, encoded: bytes) -> None:

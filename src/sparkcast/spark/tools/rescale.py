@@ -47,7 +47,9 @@ def rescale(spark: SparkSession, checkpoint: str, new_checkpoint: str, paralleli
     if checkpoint_files.in_use(new_checkpoint):
         raise PipelineError(f"{new_checkpoint} is a checkpoint already in use: rescale into a "
                             "new, empty folder")
-    layout, seeds = read_subtasks(spark, checkpoint, batch_id, blob_store)
+    # class names kept: the values are written back as they were stored
+    layout, seeds = read_subtasks(spark, checkpoint, batch_id, blob_store,
+                                  types=codec.KEEP_NAMES)
     versions = {s.broadcast_version for s in seeds.values() if s.broadcast_version}
     if len(versions) > 1:
         raise PipelineError(f"the subtasks of {checkpoint} hold different broadcast versions "

@@ -35,7 +35,7 @@ from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import ExecutionPath
 from sparkcast.spark.state import checkpoint_files, snapshots
 from sparkcast.spark.state.backend import state_name
-from sparkcast.spark.state.blobs import blob_store_under, load_value
+from sparkcast.spark.state.blobs import blob_store_under, load_encoded, load_value
 from sparkcast.spark.state.compatibility import read_layout
 from sparkcast.spark.tools.state_types import fit, spark_type
 
@@ -61,11 +61,12 @@ def checkpoint_layout(checkpoint: str) -> dict[str, Any]:
 
 
 def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = None,
-                  blob_store: str | None = None, parts: Iterable[str] = ALL_PARTS
-                  ) -> tuple[dict[str, Any], dict[int, Seed]]:
+                  blob_store: str | None = None, parts: Iterable[str] = ALL_PARTS,
+                  types: codec.Resolver | None = None) -> tuple[dict[str, Any], dict[int, Seed]]:
     """(layout, one ``Seed`` per subtask) as of ``batch_id`` (default: the last committed);
     ``parts``: which of ``"meta"`` (timers, held elements, broadcast version), ``"keyed"`` and
-    ``"broadcast"`` to read (each is a Spark job)."""
+    ``"broadcast"`` to read (each is a Spark job). ``types``: how stored objects decode (None:
+    generic values for display; ``codec.KEEP_NAMES`` to write them back unchanged)."""
     layout = checkpoint_layout(checkpoint)
     seeds = {i: Seed() for i in range(layout["parallelism"])}
     if layout.get("path") == ExecutionPath.STREAMED:
@@ -74,20 +75,23 @@ def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = N
     parts = set(parts)
     meta = _rows(spark, checkpoint, "meta", batch_id) if "meta" in parts else []
     for group, (name,), (blob,) in meta:
-        _meta(seeds[subtask_of[group]], name, codec.decode(bytes(blob)))
+        _meta(seeds[subtask_of[group]], name, codec.decode(bytes(blob), types))
     keyed = _rows(spark, checkpoint, "keyed", batch_id) if "keyed" in parts else []
     for group, (name, _), (blob,) in keyed:
-        pairs = codec.decode(bytes(blob))
+        pairs = codec.decode(bytes(blob), types)
         seeds[subtask_of[group]].keyed.setdefault(name, []).extend(
             (codec.hashable(k), v) for k, v in pairs)
     store = blob_store or blob_store_under(checkpoint)
     for name in layout["broadcast_state"] if "broadcast" in parts else ():
         rows: dict[int, list[Any]] = {}
         for group, _, (blob,) in _rows(spark, checkpoint, state_name("b", name), batch_id):
-            rows.setdefault(subtask_of[group], []).extend(load_value(bytes(blob), store))
+            rows.setdefault(subtask_of[group], []).extend(
+                load_value(bytes(blob), store) if types is None
+                else codec.decode(load_encoded(bytes(blob), store), types))
         for subtask, entries in rows.items():
             entries.sort(key=lambda entry: entry[1])  # insertion order, as the engine keeps it
-            seeds[subtask].broadcast[name] = [(codec.hashable(k), thaw(v)) for k, _, v in entries]
+            seeds[subtask].broadcast[name] = [
+                (codec.hashable(k), thaw(v) if types is None else v) for k, _, v in entries]
     for seed in seeds.values():
         for records in seed.keyed.values():
             records.sort(key=lambda kv: codec.canonical(kv[0]))
