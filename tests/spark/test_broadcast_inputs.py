@@ -68,12 +68,18 @@ def _event(i):
             "payload_b64": base64.b64encode(bytes([i, 0, 255])).decode()}
 
 
+def _ordered(**fields):
+    """A Row with its fields in the schema's order, as Spark's input rows have them (PyFlink's
+    ``Row(**kwargs)`` sorts the names)."""
+    return Row(*fields)(*fields.values())
+
+
 def _event_value(i):
     raw = _event(i)
-    return Row(id=i, k=raw["k"], attrs=raw["attrs"], tags=raw["tags"],
-               loc=Row(lat=1.5, lon=-i / 4), amount=decimal.Decimal(f"{i}.25"),
-               at=datetime.datetime(2024, 1, 2, 3, 4, i, tzinfo=UTC),
-               day=datetime.date(2024, 1, 2), payload=bytes([i, 0, 255]))
+    return _ordered(id=i, k=raw["k"], attrs=raw["attrs"], tags=raw["tags"],
+                    loc=_ordered(lat=1.5, lon=-i / 4), amount=decimal.Decimal(f"{i}.25"),
+                    at=datetime.datetime(2024, 1, 2, 3, 4, i, tzinfo=UTC),
+                    day=datetime.date(2024, 1, 2), payload=bytes([i, 0, 255]))
 
 
 def _flag(name):
@@ -85,11 +91,11 @@ def _flag(name):
 
 
 def _flag_value(name):
-    return Row(name=name, conf={"color": "blue", "beta": "on"}, levels=[3, 1],
-               owner=Row(team="core", ids=[7, 8]), lim=decimal.Decimal("10.125"),
-               since=datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC),
-               day=datetime.date(2024, 5, 6), nested=[Row(k="x", v={"a": 1})],
-               blob=b"\x00flag")
+    return _ordered(name=name, conf={"color": "blue", "beta": "on"}, levels=[3, 1],
+                    owner=_ordered(team="core", ids=[7, 8]), lim=decimal.Decimal("10.125"),
+                    since=datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC),
+                    day=datetime.date(2024, 5, 6), nested=[_ordered(k="x", v={"a": 1})],
+                    blob=b"\x00flag")
 
 
 def _binary(df, column):

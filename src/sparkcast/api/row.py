@@ -175,6 +175,8 @@ class Row(metaclass=_RowClass):
         return self._fields or ()
 
     def as_dict(self, recursive: bool = False) -> dict[str, Any]:
+        """The fields as a dict (PyFlink's ``as_dict``; ``asDict`` is PySpark's name);
+        ``recursive`` converts nested Rows too. A Row without field names has none."""
         if not self._fields:
             raise ArgumentTypeError("Cannot convert a Row without field names into a dict")
         if recursive:
@@ -184,16 +186,20 @@ class Row(metaclass=_RowClass):
     asDict = as_dict  # noqa: N815 - PySpark's name
 
     def get(self, name: str, default: Any = None) -> Any:
+        """The field ``name``, or ``default`` when the Row has no such field."""
         fields = self._fields or ()
         return self._values[fields.index(name)] if name in fields else default
 
     def get_row_kind(self) -> RowKind:
+        """The change kind (PyFlink's ``RowKind``; ``INSERT`` unless set), part of equality."""
         return self._row_kind
 
     def set_row_kind(self, row_kind: RowKind) -> None:
+        """Set the change kind, as PyFlink's ``Row.set_row_kind``."""
         object.__setattr__(self, "_row_kind", row_kind)
 
     def set_field_names(self, field_names: Any) -> None:
+        """Name the fields (in order), as PyFlink's ``Row.set_field_names``."""
         object.__setattr__(self, "_fields", tuple(field_names))
 
     def __call__(self, *args: Any) -> Row:

@@ -74,6 +74,8 @@ def _record(cls: type, building: dict[type, Convert | None]) -> Convert:
             return value
         if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple, decoded
             value = dict(zip(value._fields, value, strict=True))
+        elif getattr(value, "__fields__", None):  # a NamedTuple decoded as a Row
+            value = dict(zip(value.__fields__, value, strict=True))
         if not isinstance(value, dict):
             raise StateSerializationError(
                 f"state holds a {type(value).__name__} where {cls.__name__} is declared: the "
