@@ -101,28 +101,29 @@ class Database:
         return names
 
 
+def _prepared(connection: Any, sql: str, values: tuple[Any, ...]) -> Any:
+    """``sql`` prepared with its positional ``?`` values (integers as longs, the rest as text)."""
+    statement = connection.prepareStatement(sql)
+    for index, value in enumerate(values, start=1):
+        if isinstance(value, int):
+            statement.setLong(index, value)
+        else:
+            statement.setString(index, str(value))
+    return statement
+
+
 def execute(connection: Any, sql: str, *values: Any) -> int:
     """Run one statement with positional ``?`` values; the number of rows it changed."""
-    statement = connection.prepareStatement(sql)
+    statement = _prepared(connection, sql, values)
     try:
-        for index, value in enumerate(values, start=1):
-            if isinstance(value, int):
-                statement.setLong(index, value)
-            else:
-                statement.setString(index, str(value))
         return int(statement.executeUpdate())
     finally:
         statement.close()
 
 
 def exists(connection: Any, sql: str, *values: Any) -> bool:
-    statement = connection.prepareStatement(sql)
+    statement = _prepared(connection, sql, values)
     try:
-        for index, value in enumerate(values, start=1):
-            if isinstance(value, int):
-                statement.setLong(index, value)
-            else:
-                statement.setString(index, str(value))
         result = statement.executeQuery()
         return bool(result.next())
     finally:
