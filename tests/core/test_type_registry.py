@@ -96,3 +96,23 @@ def test_objects_as_broadcast_elements_on_the_harness():
     h.process_broadcast_element(("m", Model(5)))
     h.process_element("m")
     assert h.output() == [10]
+
+
+def test_a_local_class_reads_by_its_bare_name_where_cloudpickle_renamed_it():
+    """The driver writes a class made inside a function under its qualified name; Spark's
+    workers get the class from cloudpickle, whose copy is named by its bare name alone."""
+
+    def make() -> type:
+        class Limit:
+            def __init__(self, value: int) -> None:
+                self.value = value
+
+        return Limit
+
+    limit = make()
+    data = codec.encode(limit(3))
+    assert "make.<locals>.Limit" in data.decode()
+    shipped = type("Limit", (), {"__init__": limit.__init__})  # what a worker holds
+    shipped.__module__ = limit.__module__
+    value = codec.decode(data, TypeRegistry([shipped]))
+    assert type(value) is shipped and value.value == 3

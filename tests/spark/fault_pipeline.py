@@ -3,8 +3,9 @@
 ``python -m tests.spark.fault_pipeline <base> <path>`` runs, over ``<base>/events`` against a
 changing broadcast side ``<base>/rules``, with ``write_stream`` (``availableNow``, one file per
 source per micro-batch, so micro-batch i holds events file i and rules file i however often the
-process dies), a keyed counter (``operator``: the stateful operator path) or a non-keyed check
-(``streamed``: the streamed-broadcast path), and exits when the input is processed. The test
+process dies), a keyed counter (``partitioned``: the path the planner picks for it; ``operator``:
+forced onto the stateful operator path) or a non-keyed check (``streamed``: the
+streamed-broadcast path), and exits when the input is processed. The test
 kills it with SIGKILL mid-batch and restarts it from the same checkpoint; ``expected`` replays
 the same micro-batches through the harness.
 """
@@ -30,7 +31,7 @@ COUNT = ValueStateDescriptor("count", int)
 EVENTS_SCHEMA = "id long, k string, amount long, ts long"
 RULES_SCHEMA = "name string, limit long, ts long"
 OUTPUT = "k string, id long, n long, flagged boolean, version long"
-PATHS = ("operator", "streamed")
+PATHS = ("operator", "streamed", "partitioned")
 EVENT_FILES, RULE_FILES, PER_FILE = 4, 3, 40
 
 
@@ -83,8 +84,9 @@ def rules(index: int) -> list[dict[str, Any]]:
 
 def expected(path: str) -> tuple[Counter, Counter]:
     """Main outputs and dead letters ``(callback, error)`` of the harness over the same batches."""
-    h: Any = (KeyedBroadcastHarness(Ledger(), lambda v: v["k"], [RULES], on_error="dead_letter")
-              if path == "operator" else BroadcastHarness(Check(), [RULES], on_error="dead_letter"))
+    h: Any = (BroadcastHarness(Check(), [RULES], on_error="dead_letter") if path == "streamed"
+              else KeyedBroadcastHarness(Ledger(), lambda v: v["k"], [RULES],
+                                         on_error="dead_letter"))
     h.open()
     for index in range(EVENT_FILES):
         main = sorted(events(index), key=lambda r: r["ts"])
@@ -98,15 +100,18 @@ def expected(path: str) -> tuple[Counter, Counter]:
 
 def run(base: Path, path: str) -> None:
     from sparkcast.spark import Stream, session
+    from sparkcast.spark.plan import ExecutionPath
 
     spark = session("local[2]", "sparkcast-faults", conf={"spark.sql.shuffle.partitions": "2"})
     reader = spark.readStream.option("maxFilesPerTrigger", 1)
     main = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
     bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
-    stream = Stream(main).key_by("k") if path == "operator" else Stream(main)
-    function = Ledger() if path == "operator" else Check()
+    stream = Stream(main) if path == "streamed" else Stream(main).key_by("k")
+    function = Check() if path == "streamed" else Ledger()
     result = stream.connect(Stream(bcast).broadcast(RULES)).process(
         function, OUTPUT, parallelism=3, event_time="ts")
+    if path == "operator":  # the path every keyed function took before the partitioned one
+        result.plan.path = ExecutionPath.OPERATOR
     assert result.plan.path == path, result.plan.path
     query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                 trigger={"availableNow": True})

@@ -126,9 +126,9 @@ def _logged(directory):
     (Scale(), {}, "streamed"),
     (ScaleBatch(), {}, "streamed"),
     (Announce(), {}, "streamed"),
-    (KeyedScale(), {}, "operator"),
-    (Scale(), {"hold_until_ready": [FACTORS]}, "operator"),
-    (Scale(), {"time_alignment": "event", "event_time": "id"}, "operator"),
+    (KeyedScale(), {}, "partitioned"),
+    (Scale(), {"hold_until_ready": [FACTORS]}, "partitioned"),
+    (Scale(), {"time_alignment": "event", "event_time": "id"}, "partitioned"),
 ], ids=["element", "batch", "broadcast-outputs", "keyed", "hold_until_ready", "event-aligned"])
 def test_the_path_is_chosen_where_it_gives_the_operators_results(
         spark, tmp_path, function, options, path):
@@ -308,10 +308,10 @@ def test_the_corpus_matches_the_harness_on_the_streamed_path(spark, tmp_path):
 def test_a_checkpoint_of_one_path_is_refused_by_the_other(spark, tmp_path):
     _write_inputs(tmp_path, [0])
     _run(_process(spark, tmp_path, Scale()), tmp_path)
-    operator = _process(spark, tmp_path, Scale(), hold_until_ready=[FACTORS])
-    assert operator.plan.path == "operator"
+    partitioned = _process(spark, tmp_path, Scale(), hold_until_ready=[FACTORS])
+    assert partitioned.plan.path == "partitioned"
     with pytest.raises(IncompatibleCheckpointError, match='path: the checkpoint has "streamed"'):
-        operator.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"))
+        partitioned.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"))
     # a checkpoint holding operator state (a query the user started on result.main)
     os.makedirs(tmp_path / "other" / "state")
     with pytest.raises(IncompatibleCheckpointError, match="holds the stateful operator's state"):

@@ -21,6 +21,7 @@ from sparkcast import (
 )
 from sparkcast.cli import main
 from sparkcast.spark import Stream, read_state, state_value
+from sparkcast.spark.plan import ExecutionPath
 from sparkcast.testing import KeyedBroadcastHarness
 from tests.spark.differential import read_stream, write_batch_file
 
@@ -82,6 +83,8 @@ def _run(spark, base, function, keyed):
         events = events.key_by("k")
     result = events.connect(Stream(rules).broadcast(RULES)).process(
         function, "k string, id long", parallelism=2)
+    if keyed:  # an operator-path checkpoint: Spark's state store, read by its data source
+        result.plan.path = ExecutionPath.OPERATOR
     query = result.write_stream(str(base / "out"), str(base / "ckpt"),
                                 trigger={"availableNow": True})
     query.awaitTermination()

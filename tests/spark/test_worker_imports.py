@@ -17,6 +17,7 @@ import pytest
 from pyspark.serializers import CloudPickleSerializer
 
 from sparkcast.spark import Stream
+from sparkcast.spark.execution.partitioned import PartitionedRunner
 from sparkcast.spark.execution.streamed import streamed_runner
 from sparkcast.spark.outputs.operators import operator_processor, stateless_runner
 from tests.spark.worker_function import RULES, Count, Enrich
@@ -92,5 +93,26 @@ def test_the_streamed_paths_worker_imports_the_runner_and_snapshots(spark, tmp_p
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
         "sparkcast.spark.execution.dead_letters", "sparkcast.spark.state.snapshots"}
+    assert "sparkcast.spark.execution.processor" not in modules
+    assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
+
+
+def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spark, tmp_path):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "rules").mkdir()
+    events = spark.readStream.schema("k string, n long").json(str(tmp_path / "events"))
+    rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
+    result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
+              .process(Count(), "k string, seen long"))
+    assert result.plan.path == "partitioned"
+    runner = PartitionedRunner(result.plan.for_workers(), 0, None, None, [], "never", {},
+                               (None, 0), (str(tmp_path / "keyed"), "store"), "{}")
+    modules = _imported_by_a_worker(runner, tmp_path)
+    assert _spark_modules(modules) == COMMON | STATE | {
+        "sparkcast.spark.execution.partitioned", "sparkcast.spark.execution.routing",
+        "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.execution.packing",
+        "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
+        "sparkcast.spark.state.store_backend"}
     assert "sparkcast.spark.execution.processor" not in modules
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]

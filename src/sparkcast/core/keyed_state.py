@@ -389,6 +389,9 @@ class KeyedStates:
         self._decoders: dict[str, Convert | None] = {}
         self._tables: Tables = lambda name, decode=None: {}
         self._failure: tuple[BaseException, Any] | None = None
+        #: whether ``apply`` ran since it was last reset: the partitioned path's driver asks, as
+        #: its broadcast elements then need every subtask's keyed state
+        self.applied = False
         #: the job's ``TypeRegistry``, set by the engine
         self.types: Any = None
 
@@ -435,6 +438,7 @@ class KeyedStates:
     def apply(self, descriptor: StateDescriptor, function: Callable[[Any, Any], None]) -> None:
         """Flink's ``applyToKeyedState``: ``function(key, state)`` for every key with a live
         value, the state scoped to that key."""
+        self.applied = True
         state = self.handle(descriptor)
         table = state._table()
         scope = self._scope

@@ -109,6 +109,10 @@ class TypeRegistry:
 
     def resolve(self, name: str) -> type:
         cls = self._names.get(name, (0, None))[1]
+        if cls is None and "<locals>." in name:
+            # a class made inside a function: Spark's workers get it from cloudpickle, which
+            # names it by its bare name, so state the driver wrote reads by that name there
+            cls = self._names.get(name.rsplit(".", 1)[-1], (0, None))[1]
         if cls is None:
             raise UnknownTypeError(
                 f"state holds a {name}, a class this job does not know: register it "

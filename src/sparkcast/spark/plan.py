@@ -1,7 +1,7 @@
 """What one ``process(...)`` call runs: its arguments, the plan shipped to the workers, and the
 execution path, chosen once by the planner (``planning/planner.py``).
 
-Three paths run a plan (docs/architecture.md):
+Four paths run a plan (docs/architecture.md):
 
 * ``OPERATOR``: the inputs unioned, shuffled by subtask and run by one
   ``transformWithStateInPandas`` operator (``execution/processor.py``): keyed state, timers,
@@ -11,7 +11,10 @@ Three paths run a plan (docs/architecture.md):
 * ``STREAMED``: a non-keyed function over a streamed broadcast side written by
   ``write_stream``: one ``foreachBatch`` query that applies each micro-batch's broadcast elements
   once on the driver (``execution/streamed.py``). ``result.main`` of such a plan is the
-  operator's.
+  operator's;
+* ``PARTITIONED``: the same query for a keyed, ``hold_until_ready`` or event-aligned function:
+  broadcast applied once on the driver, main rows repartitioned by subtask into one
+  ``mapInArrow`` over each subtask's keyed store (``execution/partitioned.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ class ExecutionPath(StrEnum):
     OPERATOR = "operator"
     STATELESS = "stateless"
     STREAMED = "streamed"
+    PARTITIONED = "partitioned"
+
+
+#: the paths whose query is one ``foreachBatch`` over both inputs, broadcast applied once
+BATCH_PATHS = (ExecutionPath.STREAMED, ExecutionPath.PARTITIONED)
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,8 @@ class BroadcastApplier:
         self.engine = plan_engine(plan)
         self.engine.take_outputs()
         self.others: dict[int, SubtaskEngine] = {}
+        #: the snapshot file the last batch's elements were applied to (None: empty state)
+        self.base: str | None = None
 
     def apply(self, batch: int, elements: list[BroadcastElement]
               ) -> tuple[str | None, list[list[OutputRecord]]]:
@@ -148,7 +150,7 @@ class BroadcastApplier:
         for stale in (b for b in known if b >= batch):  # an interrupted attempt of this batch
             snapshots.delete(self.location, stale)
         earlier = [b for b in known if b < batch]
-        base = snapshots.name(self.location, earlier[-1]) if earlier else None
+        base = self.base = snapshots.name(self.location, earlier[-1]) if earlier else None
         if not elements:
             if base is not None:
                 self._check(snapshots.read(base, self.plan.blob_store, self.engine.types))
@@ -159,7 +161,7 @@ class BroadcastApplier:
         backend = self._run(self.engine, state, elements)
         tables = {name: dict(table) for name, table in backend.broadcast.items()}
         snapshot = snapshots.Snapshot(self.layout, self.engine.broadcast_version, tables)
-        snapshots.write(self.location, batch, snapshot, self.plan.blob_store)
+        snapshots.write(self.location, batch, snapshot, self.plan.blob_store, self.engine.types)
         for old in earlier[:-1]:  # only the base of a replay of this batch is still needed
             snapshots.delete(self.location, old)
         outputs = [self.engine.take_outputs()]
@@ -178,6 +180,7 @@ class BroadcastApplier:
             backend.broadcast_table(descriptor).update(table)
         backend.store("broadcast_version", state.version)
         engine.bind(backend)
+        engine.keyed_states.applied = False
         engine.run_micro_batch(elements, [], processing_time=int(time.time() * 1000))
         return backend
 

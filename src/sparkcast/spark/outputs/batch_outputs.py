@@ -28,13 +28,13 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql.streaming import StreamingQuery
 
 from sparkcast.spark.execution.batch_sides import query_of, side_partitions
-from sparkcast.spark.execution.streamed import MicroBatchOutputs
+from sparkcast.spark.execution.partitioned import micro_batch_outputs
 from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.observe.observation import next_name, observed
 from sparkcast.spark.outputs import streamed_writer
 from sparkcast.spark.outputs.sinks import TaggedOutputs, prepare_checkpoint
 from sparkcast.spark.outputs.typed import split
-from sparkcast.spark.plan import ExecutionPath
+from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath
 
 #: ``(tagged, {output: typed frame}, batch_id)``: what a consumer of the query gets per batch
 Consumer = Callable[[DataFrame, dict[str, DataFrame], int], None]
@@ -54,8 +54,8 @@ class TaggedBatches:
         if outputs.observation is None:
             outputs.observation = next_name(plan.spark)
         self.observation = outputs.observation
-        self.streamed = (MicroBatchOutputs(plan, checkpoint_location)
-                         if plan.path is ExecutionPath.STREAMED else None)
+        self.streamed = (micro_batch_outputs(plan, checkpoint_location)
+                         if plan.path in BATCH_PATHS else None)
         self.input = plan.streamed_input if self.streamed is not None else outputs.tagged
 
     @contextmanager
@@ -119,7 +119,7 @@ def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
           persist: bool) -> StreamingQuery:
     """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
     prepare_checkpoint(outputs, checkpoint_location)
-    if outputs.plan.path is ExecutionPath.STREAMED:
+    if outputs.plan.path in BATCH_PATHS:
         streamed_writer.refuse_operator_state(checkpoint_location)
     batches = TaggedBatches(outputs, checkpoint_location, count, persist)
     assert batches.input is not None

@@ -30,7 +30,7 @@ from sparkcast.spark.outputs.files import (
     read_manifest,
     write_manifest,
 )
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
 from sparkcast.spark.planning.tagging import adopt_groups
 from sparkcast.spark.state import checkpoint_files
@@ -85,7 +85,17 @@ class BatchSink:
 
 SINKS: dict[ExecutionPath, OutputSink] = {ExecutionPath.OPERATOR: FileSink(),
                                           ExecutionPath.STATELESS: FileSink(),
-                                          ExecutionPath.STREAMED: BatchSink()}
+                                          ExecutionPath.STREAMED: BatchSink(),
+                                          ExecutionPath.PARTITIONED: BatchSink()}
+
+
+def _keep_recorded_path(plan: RuntimePlan, checkpoint_location: str) -> None:
+    """A checkpoint the operator path wrote (a keyed job of sparkcast 0.3.0) restarts on that
+    path: the partitioned path gives the same results, but cannot read Spark's state store."""
+    layout = read_layout(checkpoint_location)
+    if (layout and layout.get("path") == ExecutionPath.OPERATOR
+            and plan.path is ExecutionPath.PARTITIONED):
+        plan.path = ExecutionPath.OPERATOR
 
 
 def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
@@ -105,7 +115,7 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     """Check the checkpoint, set up the files beside the output, start the plan's sink."""
     plan = outputs.plan
     prepare_checkpoint(outputs, checkpoint_location)
-    if plan.path is not ExecutionPath.STREAMED and plan.spark is not None:
+    if plan.path not in BATCH_PATHS and plan.spark is not None:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
         interval = plan.spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10")
         CommitLog(path, int(interval or 10)).fill(
@@ -123,6 +133,7 @@ def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None
     """Refuse a checkpoint the plan cannot restart from (before anything is written), and give
     the plan the query's blob store."""
     plan = outputs.plan
+    _keep_recorded_path(plan, checkpoint_location)
     _keep_recorded_groups(plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)
     plan.blob_store = query_blob_store(plan, checkpoint_location)

@@ -19,7 +19,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.monitoring.progress import APPLIED_ONCE
 from sparkcast.spark.execution.batch_sides import query_of, side_partitions
-from sparkcast.spark.execution.streamed import MicroBatchOutputs
+from sparkcast.spark.execution.partitioned import micro_batch_outputs
 from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.observe.listener import log, report_streamed, warning
 from sparkcast.spark.observe.observation import observed, observed_row
@@ -43,7 +43,7 @@ class StreamedWriter:
         interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval")
                        or "10")
         self.log = CommitLog(path, interval)
-        self.outputs = MicroBatchOutputs(plan, checkpoint_location)
+        self.outputs = micro_batch_outputs(plan, checkpoint_location)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """``batch`` arrives as an opaque ``LogicalRDD``: each action recomputes it from the

@@ -25,9 +25,9 @@ from pyspark.sql import functions as F
 from sparkcast.core import codec
 from sparkcast.core.seed import Seed, initial_seed, split_by_key
 from sparkcast.errors import PipelineError
+from sparkcast.spark.execution.routing import hash_columns
 from sparkcast.spark.layout import SUBTASK
 from sparkcast.spark.plan import ExecutionPath, RuntimePlan
-from sparkcast.spark.planning.tagging import hash_columns
 from sparkcast.spark.state import checkpoint_files, storage
 
 MAX_INITIAL_ROWS = 1_000_000

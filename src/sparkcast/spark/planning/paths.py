@@ -9,8 +9,14 @@ differential tests run the same programs through each):
 * ``STREAMED``: both sides streamed, not keyed (keyed state lives with its key's subtask), no
   ``hold_until_ready`` (held elements are per-subtask state), ``time_alignment="batch"`` (event
   alignment interleaves broadcast and main elements inside a batch), no ``initial_state`` (it
-  reaches state through the operator's ``initialState``), and not on Spark Connect (whose
+  has no per-subtask state to seed), and not on Spark Connect (whose
   ``foreachBatch`` runs on the server);
+* ``PARTITIONED``: both sides streamed and state per subtask (keyed state,
+  ``hold_until_ready``, event-time alignment), not a ``KeyedProcessFunction`` or
+  ``KeyedCoProcessFunction`` (no broadcast side), no timers (``on_timer``: Spark fires them in
+  the stateful operator's no-data micro-batches, which a ``foreachBatch`` query without one
+  never runs, so a timer due at the last watermark would wait for more data), and not on Spark
+  Connect; ``initial_state`` is written into its stores before the first batch;
 * ``OPERATOR`` otherwise.
 """
 
@@ -31,8 +37,12 @@ def static_path(plan: RuntimePlan) -> ExecutionPath:
 def streamed_path(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame, seeded: bool
                   ) -> ExecutionPath:
     """The path of a plan whose broadcast side is a stream (``seeded``: initial state given)."""
-    fits = (main.isStreaming and broadcast.isStreaming and not plan.keyed
-            and not plan.keyed_descriptors and not plan.options.hold_until_ready
-            and plan.options.time_alignment == "batch" and not seeded
-            and not is_connect(main.sparkSession))
-    return ExecutionPath.STREAMED if fits else ExecutionPath.OPERATOR
+    if not main.isStreaming or not broadcast.isStreaming or is_connect(main.sparkSession):
+        return ExecutionPath.OPERATOR
+    stateful = (plan.keyed or bool(plan.keyed_descriptors) or bool(plan.options.hold_until_ready)
+                or plan.options.time_alignment != "batch")
+    if not stateful:
+        return ExecutionPath.OPERATOR if seeded else ExecutionPath.STREAMED
+    if plan.time_mode != "None" or not plan.broadcast_descriptors:
+        return ExecutionPath.OPERATOR
+    return ExecutionPath.PARTITIONED

@@ -28,7 +28,7 @@ from sparkcast.spark.environment import default_parallelism
 from sparkcast.spark.execution.engines import new_engine
 from sparkcast.spark.execution.values import collect_elements
 from sparkcast.spark.layout import ORDER, SECOND_SIDE, TS, check_reserved
-from sparkcast.spark.plan import ExecutionPath, ProcessSpec, RuntimePlan
+from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, ProcessSpec, RuntimePlan
 from sparkcast.spark.planning.corrupt import split_broadcast_corrupt, split_corrupt, union_corrupt
 from sparkcast.spark.planning.paths import static_path, streamed_path
 from sparkcast.spark.planning.tagging import (
@@ -107,7 +107,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     plan.path = streamed_path(plan, main, broadcast.df, spec.seeded)
-    if plan.path is ExecutionPath.STREAMED:
+    if plan.path in BATCH_PATHS:
         plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time)
     return plan
 

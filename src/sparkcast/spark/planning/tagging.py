@@ -15,14 +15,14 @@ both inputs and the malformed rows, told apart by ``_side`` (:func:`streamed_inp
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StructType
+from pyspark.sql.types import DataType, LongType
 
 from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
+from sparkcast.spark.execution.routing import group_column, hash_columns
 from sparkcast.spark.layout import (
     BLOB,
     BROADCAST_SIDE,
@@ -109,28 +109,6 @@ def millis(df: DataFrame, event_time: str | None) -> Any:
     kind: DataType = df.schema[event_time].dataType
     column = F.col(f"`{event_time}`")
     return column.cast("long") if isinstance(kind, LongType) else F.unix_millis(column)
-
-
-def group_column(groups: list[int], index: Any) -> Any:
-    return F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), index + 1)
-
-
-def hash_columns(df: DataFrame, names: Iterable[str]) -> list[Any]:
-    """The columns ``names`` as Spark's hash functions take them: Spark cannot hash a map
-    (DATATYPE_MISMATCH.HASH_MAP_TYPE), and feature-flag configs are naturally maps, so a column
-    with a map anywhere inside is hashed as its JSON text (the same text on every replay)."""
-    return [F.to_json(F.col(f"`{n}`")) if _has_map(df.schema[n].dataType) else F.col(f"`{n}`")
-            for n in names]
-
-
-def _has_map(kind: DataType) -> bool:
-    if isinstance(kind, MapType):
-        return True
-    if isinstance(kind, ArrayType):
-        return _has_map(kind.elementType)
-    if isinstance(kind, StructType):
-        return any(_has_map(f.dataType) for f in kind.fields)
-    return False
 
 
 def tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],

@@ -35,7 +35,9 @@ from sparkcast.spark.state import storage
 LARGE_VALUE_BYTES = 1 << 20
 NO_STORE = ""  # a remote master without blob_store or write_stream: large values fail clearly
 _PREFIX = b'{"$blob":'
-_CACHE: LRUCache[tuple[str, str], Any] = LRUCache(maxsize=8)  # (store, digest) -> frozen value
+# (store, digest, the resolver it was decoded with; None: as written) -> frozen value: a restart
+# in the same worker brings other classes, whose values must not come from the old ones
+_CACHE: LRUCache[tuple[str, str, Any], Any] = LRUCache(maxsize=8)
 _VERIFIED: set[tuple[str, str]] = set()  # (store, digest) written or checked by this worker
 
 
@@ -66,7 +68,7 @@ def store_value(value: Any, blob_store: str) -> bytes:
     if (blob_store, digest) not in _VERIFIED:
         _write_blob(blob_store, digest, encoded)
         _VERIFIED.add((blob_store, digest))
-    _CACHE[(blob_store, digest)] = freeze(value)
+    _CACHE[(blob_store, digest, None)] = freeze(value)
     return json.dumps({"$blob": digest, "bytes": len(encoded)}).encode()
 
 
@@ -76,11 +78,11 @@ def load_value(stored: bytes, blob_store: str, types: codec.Resolver | None = No
     if not stored.startswith(_PREFIX):
         return codec.frozen_decode(stored, types)
     digest = json.loads(stored)["$blob"]
-    cached = _CACHE.get((blob_store, digest))
+    cached = _CACHE.get((blob_store, digest, types))
     if cached is not None:
         return cached
     encoded = load_encoded(stored, blob_store)
-    value = _CACHE[(blob_store, digest)] = codec.frozen_decode(encoded, types)
+    value = _CACHE[(blob_store, digest, types)] = codec.frozen_decode(encoded, types)
     return value
 
 

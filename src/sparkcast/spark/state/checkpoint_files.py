@@ -51,6 +51,15 @@ def end_offsets(checkpoint: str, batch: int) -> list[Any]:
     return [None if line == "-" else json.loads(line) for line in lines]
 
 
+def batch_metadata(checkpoint: str, batch: int) -> dict[str, Any]:
+    """Spark's metadata of a planned batch (its offsets log's second line): the watermark
+    (``batchWatermarkMs``) and the batch's processing time (``batchTimestampMs``), the same
+    when the batch is replayed."""
+    data = storage.read_bytes(file(checkpoint, "offsets", str(batch)))
+    lines = [] if data is None else data.decode("utf-8").splitlines()
+    return json.loads(lines[1]) if len(lines) > 1 else {}
+
+
 def read_json(checkpoint: str, parts: tuple[str, ...]) -> Any | None:
     """The JSON document at ``parts`` (None when there is none); ``ValueError`` when it does
     not parse."""

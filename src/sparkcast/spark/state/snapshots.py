@@ -28,8 +28,10 @@ from sparkcast.errors import StateSerializationError
 from sparkcast.spark.state import checkpoint_files, storage
 from sparkcast.spark.state.blobs import load_value, store_value
 
-# the current snapshot and the one before (tasks of two batches may overlap)
-_CACHE: LRUCache[str, Snapshot] = LRUCache(maxsize=2)
+# (file, the resolver its objects were decoded with) -> snapshot: the current snapshot and the
+# one before (tasks of two batches may overlap); a restart in the same worker brings other
+# classes, whose objects must not come from the old ones
+_CACHE: LRUCache[tuple[str, Any], Snapshot] = LRUCache(maxsize=4)
 
 
 @dataclass(frozen=True)
@@ -44,21 +46,27 @@ class Snapshot:
 EMPTY = Snapshot({}, "", {})
 
 
+SEED = -1  #: the "batch" of the initial state (``initial_state``), before batch 0
+
+
 def folder(checkpoint_location: str) -> str:
     return checkpoint_files.file(checkpoint_location, *checkpoint_files.SNAPSHOTS)
 
 
 def batches(location: str) -> list[int]:
-    """The batch ids that have a snapshot under ``location``, ascending."""
-    return sorted(int(n) for n in storage.list_files(location) if n.isdigit())
+    """The batch ids that have a snapshot under ``location``, ascending (``SEED``: the initial
+    state a job started with, before its first batch)."""
+    return sorted(int(n) for n in storage.list_files(location) if n.lstrip("-").isdigit())
 
 
 def name(location: str, batch: int) -> str:
     return storage.join(location, str(batch))
 
 
-def write(location: str, batch: int, snapshot: Snapshot, blob_store: str) -> None:
-    """Write the snapshot of ``batch`` atomically (a replay writes the same content)."""
+def write(location: str, batch: int, snapshot: Snapshot, blob_store: str,
+          types: codec.Resolver | None = None) -> None:
+    """Write the snapshot of ``batch`` atomically (a replay writes the same content);
+    ``types``: the resolver its objects are of (they are cached as read with it)."""
     header = json.dumps({"layout": snapshot.layout, "version": snapshot.version,
                          "batch": batch}, sort_keys=True).encode()
     lines = [header]
@@ -66,7 +74,7 @@ def write(location: str, batch: int, snapshot: Snapshot, blob_store: str) -> Non
         lines.extend(store_value([descriptor, key, value], blob_store)
                      for key, value in table.items())
     storage.write_bytes(name(location, batch), b"\n".join(lines))
-    _CACHE[name(location, batch)] = snapshot
+    _CACHE[(name(location, batch), types)] = snapshot
 
 
 def delete(location: str, batch: int) -> None:
@@ -76,7 +84,7 @@ def delete(location: str, batch: int) -> None:
 def read(file: str, blob_store: str, types: codec.Resolver | None = None) -> Snapshot:
     """The snapshot in ``file``, decoded and frozen (objects as the classes ``types`` resolves
     them to), cached per process by file name."""
-    cached = _CACHE.get(file)
+    cached = _CACHE.get((file, types))
     if cached is not None:
         return cached
     data = storage.read_bytes(file)
@@ -90,6 +98,6 @@ def read(file: str, blob_store: str, types: codec.Resolver | None = None) -> Sna
     for line in entries:
         descriptor, key, value = load_value(line, blob_store, types)
         tables.setdefault(descriptor, {})[codec.hashable(key)] = value
-    snapshot = _CACHE[file] = Snapshot(meta["layout"], meta["version"], tables)
+    snapshot = _CACHE[(file, types)] = Snapshot(meta["layout"], meta["version"], tables)
     return snapshot
 

@@ -97,9 +97,9 @@ def rescale_in_place(spark: SparkSession, checkpoint: str, partitions: int) -> d
     if layout is None or not checkpoint_files.holds_operator_state(checkpoint):
         raise PipelineError(
             f"{checkpoint} holds no operator state written by write_stream (path "
-            f"{None if layout is None else layout.get('path')!r}): the stateless and streamed "
-            "paths keep no per-partition state, so their partitions change with "
-            "spark.sql.shuffle.partitions alone")
+            f"{None if layout is None else layout.get('path')!r}): the stateless, streamed and "
+            "partitioned paths keep no per-partition state (the partitioned path keeps it per "
+            "subtask), so their partitions change with spark.sql.shuffle.partitions alone")
     before = _state_partitions(spark, checkpoint)
     batch = checkpoint_files.last_committed(checkpoint)
     try:

@@ -20,6 +20,7 @@ inspection, rescale and export, not at stream speed).
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,10 +34,11 @@ from sparkcast.core.frozen import thaw
 from sparkcast.core.seed import Seed
 from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import ExecutionPath
-from sparkcast.spark.state import checkpoint_files, snapshots
+from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
 from sparkcast.spark.state.backend import state_name
 from sparkcast.spark.state.blobs import blob_store_under, load_encoded, load_value
 from sparkcast.spark.state.compatibility import read_layout
+from sparkcast.spark.state.keyed_store import SubtaskStore
 from sparkcast.spark.tools.state_types import fit, spark_type
 
 ALL_PARTS = ("meta", "keyed", "broadcast")
@@ -71,6 +73,9 @@ def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = N
     seeds = {i: Seed() for i in range(layout["parallelism"])}
     if layout.get("path") == ExecutionPath.STREAMED:
         return layout, _from_snapshot(seeds, checkpoint, batch_id, blob_store)
+    if layout.get("path") == ExecutionPath.PARTITIONED:
+        seeds = _from_snapshot(seeds, checkpoint, batch_id, blob_store)
+        return layout, _from_store(seeds, checkpoint, batch_id, types)
     subtask_of = {group: i for i, group in enumerate(layout["subtask_groups"])}
     parts = set(parts)
     meta = _rows(spark, checkpoint, "meta", batch_id) if "meta" in parts else []
@@ -113,6 +118,34 @@ def _from_snapshot(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None
         seed.broadcast_version = snapshot.version
         seed.broadcast = {name: [(k, thaw(v)) for k, v in table.items()]
                           for name, table in snapshot.tables.items()}
+    return seeds
+
+
+def _from_store(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None,
+                types: codec.Resolver | None) -> dict[int, Seed]:
+    """The partitioned path's keyed state, timers and held elements as of ``batch_id``: each
+    subtask's store files up to it, loaded into a throwaway local copy."""
+    batch = checkpoint_files.last_committed(checkpoint) if batch_id is None else batch_id
+    if batch is None:
+        return seeds
+    location = keyed_store.folder(checkpoint)
+    with tempfile.TemporaryDirectory() as root:
+        for subtask, seed in seeds.items():
+            store = SubtaskStore(location, "read", subtask, root)
+            store.open(batch + 1)
+            try:
+                for name in store.names():
+                    for key, blob in store.scan(name):
+                        if name == keyed_store.META:
+                            _meta(seed, key.decode(), codec.decode(blob, types))
+                        else:
+                            stored_key, value = codec.decode(blob, types)
+                            seed.keyed.setdefault(name, []).append(
+                                (codec.hashable(stored_key), value))
+            finally:
+                store.close()
+            for records in seed.keyed.values():
+                records.sort(key=lambda kv: codec.canonical(kv[0]))
     return seeds
 
 

@@ -1,0 +1,270 @@
+"""The partitioned path: keyed functions, ``hold_until_ready`` and event-time alignment over a
+streamed broadcast side, with the broadcast applied once and main rows in Python once.
+
+The streamed path (``streamed.py``) shares a micro-batch's broadcast work between subtasks, but
+its main side keeps no state. Here every subtask also owns keyed state (and timers, held
+elements), so main rows must meet their key's subtask. ``write_stream`` runs it as the streamed
+path's one ``foreachBatch`` query; per micro-batch N::
+
+    1. the driver applies the broadcast elements once, to the snapshot of the batches before,
+       and writes snapshot N (``streamed.BroadcastApplier``);
+    2. main rows get their subtask (``hash(key) mod P``, Spark's Murmur3 as on the operator path)
+       and one tick row per subtask joins them (so every subtask runs: timers, held elements);
+       ``repartition`` by subtask, then one ``mapInArrow`` (``PartitionedRunner``) runs each
+       subtask's rows in (event time, content hash) order against snapshot N and the subtask's
+       keyed store at N-1 (``state/keyed_store.py``), and commits the store's delta N;
+    3. the writer writes the tagged outputs as micro-batch N, once.
+
+Clocks are Spark's own for the batch, read from the offsets log (the watermark and the batch
+time), so a replay sees the same ones. Broadcast elements run in the tasks only where their
+effect reaches per-subtask state: with event-time alignment (they interleave with main
+elements), when the driver saw ``apply_to_keyed_state`` (it needs each subtask's keys), and on a
+subtask holding elements (``hold_until_ready`` releases them as the elements apply). Every other
+subtask reads snapshot N and emits the outputs the driver's one run produced for it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkcast.core.engine import SubtaskEngine
+from sparkcast.core.records import BroadcastElement, OutputRecord
+from sparkcast.core.scope import normal_key
+from sparkcast.core.seed import Seed, apply_seed
+from sparkcast.spark.execution.dead_letters import broadcast_letters_once
+from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
+from sparkcast.spark.execution.engines import cached_engine, plan_engine
+from sparkcast.spark.execution.metrics_rows import metrics_table
+from sparkcast.spark.execution.packing import in_order
+from sparkcast.spark.execution.routing import group_column, hash_columns
+from sparkcast.spark.execution.streamed import MicroBatchOutputs
+from sparkcast.spark.execution.values import converters, main_values
+from sparkcast.spark.layout import MAIN_SIDE, SEQ, SIDE, SUBTASK, TICK_SIDE, TS, main_column
+from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
+from sparkcast.spark.state.compatibility import guard_subtask, layout_json, layout_of
+from sparkcast.spark.state.keyed_store import SubtaskStore
+from sparkcast.spark.state.store_backend import StoreBackend
+
+ALWAYS, IF_HELD, NEVER = "always", "if_held", "never"  # which subtasks apply the elements
+
+
+def micro_batch_outputs(plan: RuntimePlan, checkpoint_location: str) -> MicroBatchOutputs:
+    """The per-micro-batch outputs of a plan on the streamed or the partitioned path."""
+    if plan.path is ExecutionPath.PARTITIONED:
+        return PartitionedOutputs(plan, checkpoint_location)
+    return MicroBatchOutputs(plan, checkpoint_location)
+
+
+class PartitionedOutputs(MicroBatchOutputs):
+    """A micro-batch of the partitioned path as the operator's tagged frame."""
+
+    def __init__(self, plan: RuntimePlan, checkpoint_location: str) -> None:
+        super().__init__(plan, checkpoint_location)
+        self.checkpoint = checkpoint_location
+        self.store_location = keyed_store.folder(checkpoint_location)
+        self.store_id = keyed_store.store_id(checkpoint_location)
+        self.layout = layout_json(plan)
+        spark = plan.spark
+        assert spark is not None
+        self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
+        groups = sorted(plan.subtask_of_group, key=plan.subtask_of_group.__getitem__)
+        self.ticks = spark.createDataFrame([(g, TICK_SIDE) for g in groups],
+                                           f"{SUBTASK} long, {SIDE} byte")
+        self.groups = groups
+        if plan.initial_seeds and not checkpoint_files.committed_batches(checkpoint_location):
+            write_seeds(plan, checkpoint_location, self.store_id)
+
+    def tagged(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
+               ) -> tuple[DataFrame, int]:
+        plan = self.plan
+        elements = self._elements(batch, partitions)
+        snapshot, outputs = self.applier.apply(batch_id, elements)
+        mode = self._mode(elements)
+        metadata = checkpoint_files.batch_metadata(self.checkpoint, batch_id)
+        watermark = metadata.get("batchWatermarkMs") if plan.time_mode == "EventTime" else None
+        runner = PartitionedRunner(
+            plan.for_workers(), batch_id, snapshot, self.applier.base,
+            elements if mode != NEVER else [], mode, self._encoded(outputs),
+            (watermark, int(metadata.get("batchTimestampMs") or 0)),
+            (self.store_location, self.store_id), self.layout)
+        output = tagged_schema(plan.output_schema, batch.schema[TS].dataType)
+        tagged = self._main(batch).mapInArrow(runner, output)
+        if self.corrupt:
+            tagged = tagged.unionByName(self._corrupt(batch))
+        return tagged, len(elements)
+
+    def _mode(self, elements: list[BroadcastElement]) -> str:
+        options = self.plan.options
+        if not elements:
+            return NEVER
+        if options.time_alignment == "event" or self.applier.engine.keyed_states.applied:
+            return ALWAYS
+        return IF_HELD if options.hold_until_ready else NEVER
+
+    def _main(self, batch: DataFrame) -> DataFrame:
+        """Main rows as ``_subtask, _side, _ts, _seq, m_0 …`` with the ticks, by subtask."""
+        plan = self.plan
+        names = [main_column(i) for i in range(len(plan.main_fields))]
+        main = batch.filter(F.col(SIDE) == MAIN_SIDE)
+        content = F.xxhash64(*hash_columns(main, names))
+        hashed = (F.hash(*hash_columns(main, [names[p] for p in plan.key_positions]))
+                  if plan.keyed else content)
+        subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
+        rows = main.select(group_column(self.groups, subtask).alias(SUBTASK),
+                           F.col(SIDE), F.col(TS), content.alias(SEQ), *names)
+        return rows.unionByName(self.ticks, allowMissingColumns=True).repartition(
+            self.partitions, SUBTASK)
+
+    def _corrupt(self, batch: DataFrame) -> DataFrame:
+        from sparkcast.spark.execution.dead_letters import corrupt_letters
+        from sparkcast.spark.layout import CORRUPT_SIDE, ERROR, RAW
+
+        bad = batch.filter(F.col(SIDE) == CORRUPT_SIDE).select(RAW, ERROR)
+        return corrupt_letters(bad, self.plan.output_schema, batch.schema[TS].dataType)
+
+    def _encoded(self, outputs: list[list[OutputRecord]]) -> dict[int, list[bytes]]:
+        """The driver's broadcast outputs per subtask as Arrow IPC streams (its keyless broadcast
+        dead letters on subtask 0 alone), for the tasks that do not apply the elements."""
+        encoded: dict[int, list[bytes]] = {}
+        if not any(outputs):
+            return encoded
+        for subtask in range(self.plan.parallelism):
+            records = outputs[subtask] if len(outputs) > 1 else outputs[0]
+            if subtask:
+                records = broadcast_letters_once(records)
+            encoded[subtask] = [_ipc(t) for t in self.encoder.encode_tables(records, subtask)]
+        return encoded
+
+
+def write_seeds(plan: RuntimePlan, checkpoint_location: str, store: str) -> None:
+    """``initial_state``, before the first batch: each subtask's seed applied by an engine on
+    the driver into its store (as batch ``SEED``'s snapshot), the broadcast entries (the same
+    in every seed) as the broadcast snapshot of that batch."""
+    location = keyed_store.folder(checkpoint_location)
+    broadcast: snapshots.Snapshot | None = None
+    with tempfile.TemporaryDirectory() as root:
+        for subtask in range(plan.parallelism):
+            engine = plan_engine(plan, subtask)
+            subtask_store = SubtaskStore(location, store, subtask, root)
+            subtask_store.open(snapshots.SEED)
+            backend = StoreBackend(subtask_store, {}, writable_broadcast=True)
+            engine.bind(backend)
+            data = plan.initial_seeds.get(subtask)
+            if data is not None:
+                apply_seed(engine, Seed.from_bytes(data, engine.types))
+            engine.flush()
+            subtask_store.close()
+            tables = {name: dict(table) for name, table in engine.broadcast.tables.items()}
+            if broadcast is None and any(tables.values()):
+                broadcast = snapshots.Snapshot(layout_of(plan), engine.broadcast_version, tables)
+    if broadcast is not None:
+        snapshots.write(snapshots.folder(checkpoint_location), snapshots.SEED, broadcast,
+                        plan.blob_store)
+
+
+class PartitionedRunner:
+    """The ``mapInArrow`` body: the subtasks of one partition over one micro-batch."""
+
+    def __init__(self, plan: RuntimePlan, batch: int, snapshot: str | None, base: str | None,
+                 elements: list[BroadcastElement], mode: str,
+                 emitted: dict[int, list[bytes]], clocks: tuple[int | None, int],
+                 store: tuple[str, str], layout: str) -> None:
+        self.plan = plan
+        self.batch = batch
+        self.snapshot = snapshot
+        self.base = base
+        self.elements = elements
+        self.mode = mode
+        self.emitted = emitted
+        self.watermark, self.processing_time = clocks
+        self.store = store
+        self.layout = layout
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = [b for b in batches if b.num_rows]
+        if not received:
+            return
+        table = pa.Table.from_batches(received)
+        groups = table.column(SUBTASK)
+        encoder = OutputEncoder(self.plan.output_schema, self.plan.side_schemas)
+        for group in sorted(pc.unique(groups).to_pylist()):
+            rows = table.filter(pc.equal(groups, group))
+            main = in_order(rows.filter(pc.equal(rows.column(SIDE), MAIN_SIDE))
+                            .select(list(range(2, rows.num_columns))))
+            yield from self._run(self.plan.subtask_of_group[group], main, encoder)
+
+    def _run(self, subtask: int, main: pa.Table, encoder: OutputEncoder
+             ) -> Iterator[pa.RecordBatch]:
+        plan = self.plan
+        store = SubtaskStore(*self.store, subtask)
+        store.open(self.batch)
+        try:
+            engine = cached_engine(plan, subtask, lambda: plan_engine(plan, subtask))
+            engine.meter.begin()
+            applies = self._bind(engine, store, subtask)
+            values, timestamps = main_values(main, 2, plan.main_fields, engine.vectorized,
+                                             converters(plan.main_types, plan.time_zone))
+            keys = None
+            if plan.keyed and not engine.vectorized:
+                columns = [main.column(2 + p).to_pylist() for p in plan.key_positions]
+                keys = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+                self._prefetch(engine, keys)
+            engine.run_micro_batch(self.elements if applies else [], values, timestamps, keys,
+                                   watermark=self.watermark,
+                                   processing_time=self.processing_time)
+            engine.meter.finish()
+            engine.flush()
+            outputs = engine.take_outputs()
+            if applies and subtask:
+                outputs = broadcast_letters_once(outputs)
+            if not applies:
+                for blob in self.emitted.get(subtask, []):
+                    yield from pa.ipc.open_stream(blob).read_all().to_batches()
+            for out in encoder.encode_tables(outputs, subtask):
+                yield from out.to_batches()
+            yield from metrics_table(engine, encoder, subtask, main.num_rows,
+                                     len(self.elements) if applies else 0).to_batches()
+        finally:
+            store.close()
+
+    def _bind(self, engine: SubtaskEngine, store: SubtaskStore, subtask: int) -> bool:
+        """Bind ``engine`` to the subtask's state; whether it applies the elements itself (then
+        from the base snapshot, into a copy nothing persists)."""
+        plan = self.plan
+        state = _snapshot(self.snapshot, plan.blob_store, engine)
+        backend = StoreBackend(store, dict(state.tables))
+        guard_subtask(backend, plan.pipeline_id, subtask, self.layout)  # before anything runs
+        backend.store("broadcast_version", state.version)
+        engine.bind(backend)
+        applies = self.mode == ALWAYS or (self.mode == IF_HELD and bool(engine.hold.items))
+        if applies:
+            base = _snapshot(self.base, plan.blob_store, engine)
+            backend = StoreBackend(store, dict(base.tables), writable_broadcast=True)
+            backend.store("broadcast_version", base.version)
+            engine.bind(backend)
+        return applies
+
+    @staticmethod
+    def _prefetch(engine: SubtaskEngine, keys: list[Any]) -> None:
+        backend = engine.backend
+        if isinstance(backend, StoreBackend):
+            backend.prefetch(list(dict.fromkeys(normal_key(k) for k in keys)))
+
+
+def _snapshot(file: str | None, blob_store: str, engine: SubtaskEngine) -> snapshots.Snapshot:
+    return snapshots.read(file, blob_store, engine.types) if file else snapshots.EMPTY
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()

@@ -1,0 +1,185 @@
+"""The engine's state backend on the partitioned path: keyed state and the engine's blobs in the
+subtask's keyed store (``keyed_store.py``), broadcast state from the micro-batch's snapshot.
+
+Keyed values are read a key at a time (and cached for the micro-batch); at ``flush`` every key
+written, removed or handed out as a container (user code may mutate it in place, as on every
+backend) becomes one change of the batch's delta. Broadcast state is the driver's snapshot,
+shared by the worker's subtasks; a subtask that applies broadcast elements itself (event-time
+alignment, ``apply_to_keyed_state``) writes to its own copy, which nothing persists: the
+driver's snapshot is the state of record, and the same elements give it the same entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, MutableMapping
+from typing import Any
+
+from sparkcast.core import codec
+from sparkcast.core.backend import StateBackend
+from sparkcast.core.converters import Convert
+from sparkcast.errors import MissingKeyError
+from sparkcast.spark.state.backend import stable_key_bytes
+from sparkcast.spark.state.keyed_store import META, Change, SubtaskStore
+
+_SCALARS = (str, int, float, bool, bytes, type(None), tuple)
+_ABSENT: Any = object()
+SWEEP_ROWS = 1000  # stored keys per TTL descriptor checked each micro-batch, beyond those read
+
+
+class StoreBackend(StateBackend):
+    """One subtask's state for one micro-batch of the partitioned path."""
+
+    def __init__(self, store: SubtaskStore, broadcast: dict[str, dict[Any, Any]],
+                 writable_broadcast: bool = False) -> None:
+        self._store = store
+        self._broadcast = broadcast
+        self._copies: dict[str, dict[Any, Any]] = {}
+        self._writable = writable_broadcast
+        self._keyed: dict[str, StoredTable] = {}
+        self._blobs: dict[str, Any] = {}
+        self._changed_blobs: set[str] = set()
+        #: per keyed descriptor, what the last ``flush`` wrote (the monitoring's view)
+        self.written: dict[str, dict[str, int]] = {}
+
+    def broadcast_table(self, name: str, decode: Convert | None = None
+                        ) -> MutableMapping[Any, Any]:
+        shared = self._broadcast.setdefault(name, {})
+        if not self._writable:
+            return shared
+        if name not in self._copies:
+            self._copies[name] = dict(shared)
+        return self._copies[name]
+
+    def keyed_table(self, name: str, decode: Convert | None = None) -> MutableMapping[Any, Any]:
+        if name not in self._keyed:
+            self._keyed[name] = StoredTable(self._store, name, decode, self.types)
+        return self._keyed[name]
+
+    def prefetch(self, keys: list[Any]) -> None:
+        """Read ``keys`` of every bound keyed table in a few queries (the batch's keys)."""
+        for table in self._keyed.values():
+            table.prefetch(keys)
+
+    def load(self, name: str, default: Any) -> Any:
+        if name not in self._blobs:
+            blob = self._store.get(META, name.encode())
+            self._blobs[name] = default if blob is None else codec.decode(blob, self.types)
+        return self._blobs[name]
+
+    def store(self, name: str, value: Any) -> None:
+        if self._blobs.get(name, _ABSENT) != value:
+            self._blobs[name] = value
+            self._changed_blobs.add(name)
+
+    def flush(self) -> None:
+        changes: list[Change] = [(META, name.encode(), codec.encode(self._blobs[name]))
+                                 for name in sorted(self._changed_blobs)]
+        self._changed_blobs.clear()
+        for name, table in self._keyed.items():
+            written = table.take_changes()
+            changes += written
+            self.written[name] = {"keys_written": len(written),
+                                  "bytes_written": sum(len(c[2] or b"") for c in written)}
+        self._store.commit(changes)
+
+
+class StoredTable(MutableMapping):
+    """One keyed descriptor's state: ``{user key: value}`` over the store, read on demand."""
+
+    def __init__(self, store: SubtaskStore, name: str, decode: Convert | None,
+                 types: codec.Resolver | None) -> None:
+        self._store = store
+        self._name = name
+        self._decode = decode
+        self._types = types
+        self._cache: dict[Any, Any] = {}  # key -> value, or _ABSENT when not stored
+        self._dirty: set[Any] = set()
+        self._scanned = False
+
+    def prefetch(self, keys: list[Any]) -> None:
+        """Read ``keys`` in a few queries instead of one each (the batch's keys, known up
+        front)."""
+        wanted = {stable_key_bytes(k): k for k in keys if k not in self._cache}
+        found = self._store.get_many(self._name, list(wanted))
+        for raw, key in wanted.items():
+            blob = found.get(raw)
+            self._cache[key] = _ABSENT if blob is None else self._value(blob)[1]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = self._cache.get(key, _MISSING)
+        if value is _MISSING:
+            blob = self._store.get(self._name, stable_key_bytes(key))
+            value = self._cache[key] = _ABSENT if blob is None else self._value(blob)[1]
+        if value is _ABSENT:
+            return default
+        if not isinstance(value, _SCALARS):
+            self._dirty.add(key)  # the caller may mutate it in place
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise MissingKeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        found = self._cache.get(key, _MISSING)
+        if found is _MISSING:
+            return self.get(key, _ABSENT) is not _ABSENT
+        return found is not _ABSENT
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._cache[key] = value
+        self._dirty.add(key)
+
+    def __delitem__(self, key: Any) -> None:
+        if key not in self:
+            raise MissingKeyError(key)
+        self._cache[key] = _ABSENT
+        self._dirty.add(key)
+
+    def _load_all(self) -> None:
+        if not self._scanned:
+            for _, blob in self._store.scan(self._name):
+                key, value = self._value(blob)
+                self._cache.setdefault(key, value)
+            self._scanned = True
+
+    def __iter__(self) -> Iterator[Any]:
+        self._load_all()
+        return iter([key for key, value in self._cache.items() if value is not _ABSENT])
+
+    def __len__(self) -> int:
+        self._load_all()
+        return sum(1 for value in self._cache.values() if value is not _ABSENT)
+
+    def sweep(self, is_dead: Callable[[Any], bool], clock: int) -> None:
+        """Drop dead entries among those read this batch and ``SWEEP_ROWS`` stored ones from a
+        place that rotates with the clock, so every key is checked now and then."""
+        start = bytes([(clock // 1000) % 256])
+        for _, blob in self._store.scan_from(self._name, start, SWEEP_ROWS):
+            key, value = self._value(blob)
+            self._cache.setdefault(key, value)
+        for key, value in list(self._cache.items()):
+            if value is not _ABSENT and is_dead(value):
+                self._cache[key] = _ABSENT
+                self._dirty.add(key)
+
+    def take_changes(self) -> list[Change]:
+        """The batch's changes as store rows; the table starts clean."""
+        changes: list[Change] = []
+        for key in self._dirty:
+            value = self._cache[key]
+            raw = stable_key_bytes(key)
+            changes.append((self._name, raw, None if value is _ABSENT
+                            else codec.encode((key, value))))
+        self._dirty.clear()
+        return changes
+
+    def _value(self, blob: bytes) -> tuple[Any, Any]:
+        key, value = codec.decode(blob, self._types)
+        key = codec.hashable(key)
+        return key, (value if self._decode is None else self._decode(value))
+
+
+_MISSING: Any = object()

@@ -1,0 +1,263 @@
+"""The partitioned path: keyed functions, ``hold_until_ready`` and event-time alignment over a
+streamed broadcast side, broadcast applied once on the driver, main rows in one ``mapInArrow``
+over each subtask's keyed store (``execution/partitioned.py``). Its outputs equal the harness's
+for any parallelism and micro-batch size, across restarts and replays."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from sparkcast import (
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    Row,
+    ValueStateDescriptor,
+)
+from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.spark import Stream, read_output, read_state, rescale
+from sparkcast.spark.plan import ExecutionPath
+from sparkcast.testing import KeyedBroadcastHarness
+from tests.spark.corpus import CORPUS, COUNTER, HOLD, TIMERS
+from tests.spark.differential import (
+    canon,
+    harness_outputs,
+    process,
+    read_stream,
+    write_batch_file,
+)
+
+pytestmark = pytest.mark.spark
+
+RULES = MapStateDescriptor("rules", str, int)
+TOTAL = ValueStateDescriptor("total", int)
+EVENTS_SCHEMA = "k string, amount long, ts long"
+RULES_SCHEMA = "name string, limit long, ts long"
+OUTPUT = "k string, total long, over boolean, resets long"
+
+
+class Totals(KeyedBroadcastProcessFunction):
+    """A running total per key, checked against a broadcast limit; a ``reset`` rule clears every
+    key's total on every subtask (``apply_to_keyed_state``), and counts the keys it cleared."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.total = runtime_context.get_state(TOTAL)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        total = (self.total.value() or 0) + value["amount"]
+        self.total.update(total)
+        rules = ctx.get_broadcast_state(RULES)
+        yield value["k"], total, total > (rules.get("limit") or 10**9), rules.get("resets")
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        rules = ctx.get_broadcast_state(RULES)
+        if value["name"] == "reset":
+            ctx.apply_to_keyed_state(TOTAL, lambda key, state: state.clear())
+            rules.put("resets", (rules.get("resets") or 0) + 1)
+        else:
+            rules.put(value["name"], value["limit"])
+
+
+def _events(index: int) -> list[dict]:
+    return [{"k": f"k{(index * 5 + i) % 7}", "amount": (index * 13 + i * 7) % 50,
+             "ts": 1_000 * index + i} for i in range(30)]
+
+
+def _rules(index: int) -> list[dict]:
+    return [[{"name": "limit", "limit": 100, "ts": 0}], [],
+            [{"name": "reset", "limit": 0, "ts": 2_000}, {"name": "limit", "limit": 80,
+                                                           "ts": 2_000}],
+            [], [{"name": "reset", "limit": 0, "ts": 4_000}]][index]
+
+
+def _write(base, batches) -> None:
+    for index in batches:
+        write_batch_file(base / "events", index, _events(index))
+        write_batch_file(base / "rules", index, _rules(index))
+
+
+def _totals(spark, base, parallelism: int = 3, files_per_trigger: int = 1, **options: Any
+            ) -> Any:
+    reader = spark.readStream.option("maxFilesPerTrigger", files_per_trigger)
+    events = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
+    rules = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
+    return (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
+            .process(Totals(), OUTPUT, parallelism=parallelism, event_time="ts", **options))
+
+
+def _expected(batches: list[list[int]]) -> Counter:
+    """The harness over micro-batches made of the given files."""
+    return Counter(tuple(v) for v in _harness(batches).output())
+
+
+def _harness(batches: list[list[int]], initial: dict | None = None) -> KeyedBroadcastHarness:
+    h = KeyedBroadcastHarness(Totals(), lambda v: v["k"], [RULES], output_schema=OUTPUT,
+                              initial_state=initial)
+    h.open()
+    for files in batches:
+        main = sorted((e for i in files for e in _events(i)), key=lambda e: e["ts"])
+        bcast = [r for i in files for r in _rules(i)]
+        h.process_micro_batch([Row(**e) for e in main], [Row(**r) for r in bcast],
+                              main_timestamps=[e["ts"] for e in main],
+                              broadcast_timestamps=[r["ts"] for r in bcast])
+    assert not h.dead_letters()
+    return h
+
+
+def _run(result, base) -> None:
+    assert result.plan.path == "partitioned"
+    query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    assert query.exception() is None
+
+
+def _written(spark, base) -> Counter:
+    return Counter(tuple(r) for r in read_output(spark, str(base / "out")).collect())
+
+
+def _logged(directory) -> list[int]:
+    return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
+
+
+# ------------------------------------------------------------------------------- the choice
+
+
+@pytest.mark.parametrize("program, options, path", [
+    (COUNTER, {}, "partitioned"),
+    (HOLD, {}, "partitioned"),
+    (COUNTER, {"time_alignment": "event"}, "partitioned"),
+    (TIMERS, {}, "operator"),
+], ids=["keyed", "hold_until_ready", "event-aligned", "timers"])
+def test_each_plan_takes_the_partitioned_path_where_it_is_correct(spark, tmp_path, program,
+                                                                  options, path):
+    main = read_stream(spark, program.main_schema, tmp_path / "main")
+    bcast = read_stream(spark, program.broadcast_schema, tmp_path / "bcast")
+    result = process(program, main, bcast, 2, **options)
+    assert result.plan.path == path
+    static = process(program, main, spark.createDataFrame([], program.broadcast_schema), 2,
+                     **options)
+    assert static.plan.path == "operator"  # a static broadcast side: nothing to apply per batch
+
+
+# ---------------------------------------------------------------------------- the outputs
+
+
+def test_the_corpus_matches_the_harness_on_the_partitioned_path(spark, tmp_path):
+    programs = [p for p in CORPUS if p.key or p.options.get("hold_until_ready")]
+    programs = [p for p in programs if not p.timers]
+    assert {p.name for p in programs} >= {COUNTER.name, HOLD.name}
+    for program in programs:
+        base = tmp_path / program.name
+        for index, (bcast, main) in enumerate(program.batches):
+            write_batch_file(base / "main", index, main)
+            write_batch_file(base / "bcast", index, bcast)
+        result = process(program, read_stream(spark, program.main_schema, base / "main"),
+                         read_stream(spark, program.broadcast_schema, base / "bcast"), 3)
+        _run(result, base)
+        expected = harness_outputs(program)
+        out = str(base / "out")
+        written = Counter(canon(r.asDict(recursive=True)) for r in read_output(spark, out)
+                          .collect())
+        assert written == expected["main"], program.name
+        for tag in program.side_outputs:
+            side = Counter(canon(r.asDict(recursive=True)) for r in read_output(spark, out, tag)
+                           .collect())
+            assert side == expected[tag.tag_id], (program.name, tag.tag_id)
+        letters = Counter(canon({"callback": r["callback"], "error": r["error"]})
+                          for r in read_output(spark, out, "dead_letters").collect())
+        assert letters == expected[DEAD_LETTERS.tag_id], program.name
+
+
+def test_apply_to_keyed_state_reaches_every_subtask_and_sizes_do_not_matter(spark, tmp_path):
+    _write(tmp_path / "one", range(5))
+    _run(_totals(spark, tmp_path / "one", parallelism=3), tmp_path / "one")
+    expected = _expected([[i] for i in range(5)])
+    assert _written(spark, tmp_path / "one") == expected
+    # totals were cleared twice on every subtask: no total after a reset exceeds that batch's
+    assert any(row[3] == 2 for row in expected)
+    # two files per micro-batch, one subtask: the harness over the same batches agrees
+    _write(tmp_path / "two", range(5))
+    _run(_totals(spark, tmp_path / "two", parallelism=1, files_per_trigger=2), tmp_path / "two")
+    assert _written(spark, tmp_path / "two") == _expected([[0, 1], [2, 3], [4]])
+
+
+def test_a_restart_and_a_replay_continue_the_keyed_state_exactly_once(spark, tmp_path):
+    _write(tmp_path, range(3))
+    _run(_totals(spark, tmp_path), tmp_path)
+    assert _written(spark, tmp_path) == _expected([[0], [1], [2]])
+    keyed = tmp_path / "checkpoint" / "sparkcast" / "keyed"
+    assert {p.name for p in (keyed / "0").iterdir()} >= {"0.delta", "1.delta", "2.delta"}
+    _write(tmp_path, range(3, 5))
+    _run(_totals(spark, tmp_path), tmp_path)
+    everything = _expected([[i] for i in range(5)])
+    assert _written(spark, tmp_path) == everything
+    # the last batch replayed from its start: before its output committed, and after
+    commits, log = tmp_path / "checkpoint" / "commits", tmp_path / "out" / "_spark_metadata"
+    last = _logged(commits)[-1]
+    for files in ((commits,), (commits, log)):
+        for directory in files:
+            for name in (str(last), f".{last}.crc"):
+                if (directory / name).exists():
+                    os.remove(directory / name)
+        _run(_totals(spark, tmp_path), tmp_path)
+        assert _written(spark, tmp_path) == everything
+    # the state tools read the path's checkpoint: every key's total, on its subtask
+    h = _harness([[i] for i in range(5)])
+    totals = {r["key"]: r["value"] for r in read_state(spark, str(tmp_path / "checkpoint"), TOTAL)
+              .collect()}
+    assert totals == {f"k{i}": h.keyed_state(TOTAL, f"k{i}") for i in range(7)
+                      if h.keyed_state(TOTAL, f"k{i}") is not None}
+    rules = read_state(spark, str(tmp_path / "checkpoint"), RULES).collect()
+    assert {(r["subtask"], r["key"], r["value"]) for r in rules} == {
+        (s, k, v) for s in range(3) for k, v in h.broadcast_state(RULES).items()}
+
+
+def test_initial_state_and_a_rescale_seed_the_stores(spark, tmp_path):
+    initial = {TOTAL: [("k1", 1000), ("k3", 7)], RULES: [("limit", 50)]}
+    frames = {TOTAL: spark.createDataFrame(initial[TOTAL], "key string, value long"),
+              RULES: spark.createDataFrame(initial[RULES], "key string, value long")}
+    _write(tmp_path, [1, 3])  # no rules in these files: the limit comes from the seed
+    result = _totals(spark, tmp_path, initial_state=frames)
+    _run(result, tmp_path)
+    assert _written(spark, tmp_path) == Counter(
+        tuple(v) for v in _harness([[1], [3]], initial).output())
+    assert any(row[0] == "k1" and row[1] > 1000 for row in _written(spark, tmp_path))
+    # rescale 3 -> 2 subtasks into a new checkpoint; a job started from it continues the totals
+    rescale(spark, str(tmp_path / "checkpoint"), str(tmp_path / "rescaled"), parallelism=2)
+    _write(tmp_path / "next", [0])
+    again = _totals(spark, tmp_path / "next", parallelism=2,
+                    initial_state=str(tmp_path / "rescaled"))
+    assert again.plan.path == "partitioned"
+    query = again.write_stream(str(tmp_path / "next" / "out"), str(tmp_path / "rescaled"),
+                               trigger={"availableNow": True})
+    query.awaitTermination()
+    h = _harness([[1], [3]], initial)
+    h.process_micro_batch([Row(**e) for e in sorted(_events(0), key=lambda e: e["ts"])],
+                          [Row(**r) for r in _rules(0)],
+                          main_timestamps=sorted(e["ts"] for e in _events(0)),
+                          broadcast_timestamps=[r["ts"] for r in _rules(0)])
+    before = len(_harness([[1], [3]], initial).output())
+    assert _written(spark, tmp_path / "next") == Counter(tuple(v) for v in h.output()[before:])
+
+
+def test_a_checkpoint_of_the_operator_path_restarts_on_it(spark, tmp_path):
+    """A keyed job of sparkcast 0.3.0 wrote its checkpoint on the operator path: it restarts
+    there (the partitioned path cannot read Spark's state store), its state intact."""
+    _write(tmp_path, range(2))
+    first = _totals(spark, tmp_path)
+    first.plan.path = ExecutionPath.OPERATOR  # what 0.3.0 chose for every keyed function
+    query = first.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
+                               trigger={"availableNow": True})
+    query.awaitTermination()
+    _write(tmp_path, range(2, 4))
+    again = _totals(spark, tmp_path)
+    assert again.plan.path == "partitioned"
+    query = again.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
+                               trigger={"availableNow": True})
+    query.awaitTermination()
+    assert again.plan.path == "operator"
+    assert _written(spark, tmp_path) == _expected([[i] for i in range(4)])
