@@ -3,6 +3,7 @@
     python benchmarks/run.py --mode quick     # ~2-3 minutes (make bench-quick)
     python benchmarks/run.py --mode full      # ~20-25 minutes (make bench)
     python benchmarks/run.py --mode quick --only W1   # a subset of workloads
+    python benchmarks/run.py --mode quick --scale     # with the (small) scale curves
 
 Throughput (W1-W4): each system runs each workload at two input sizes; the steady-state rate is
 (n2 - n1) / (t2 - t1), which cancels start-up and per-query fixed costs; the sizes alternate over
@@ -11,6 +12,9 @@ over all of them. W5 (broadcast update latency) and W6 (memory with a 100 MB bro
 measured once each. Every measurement runs in a child process with a time limit; a limit hit is
 reported, not fatal. Results: ``benchmarks/results/<mode>.json``; a whole full run also writes
 ``docs/benchmarks.md`` and ``docs/img/*.png``, other runs ``benchmarks/results/<mode>.md``.
+The fraud demo's pipeline (``fraud_pipeline.py``) runs unless ``--only`` or ``--skip-fraud``;
+the scale curves (``scale.py``, each point its own Spark session) run in ``--mode full`` and
+with ``--scale``.
 """
 
 from __future__ import annotations

@@ -167,9 +167,9 @@ def points(mode: str) -> list[dict]:
     config = MODES[mode]
     measure = config["measure"]
     out = [{"curve": "keys", "keys": k, "entries": ENTRIES, "measure": measure,
-            "parallelism": 2} for k in config["keys"]]
+            "parallelism": 2, "master": "local[2]"} for k in config["keys"]]
     out += [{"curve": "entries", "keys": USERS, "entries": e, "measure": measure,
-             "parallelism": 2} for e in config["entries"]]
+             "parallelism": 2, "master": "local[2]"} for e in config["entries"]]
     out += [{"curve": "parallelism", "keys": USERS, "entries": ENTRIES, "measure": measure,
              "parallelism": p, "master": f"local[{p}]"} for p in config["parallelism"]]
     if config["cluster"]:
@@ -308,11 +308,15 @@ def measure(mode: str, log: Any, timeout: float | None = None) -> dict:
     """Every point of ``mode``, one after another; ``{"points": [...]}``."""
     (HERE / "results").mkdir(exist_ok=True)
     limit = timeout or MODES[mode]["timeout"]
-    results = []
+    results, done = [], {}
     for point in points(mode):
         started = time.time()
-        result = (_on_cluster(point, limit) if point.get("master") == "cluster"
-                  else _call(point, limit))
+        same = json.dumps({k: v for k, v in point.items() if k != "curve"}, sort_keys=True)
+        if same in done:  # the same point on another curve (e.g. 100k keys, 1k entries, p=2)
+            result = done[same]
+        else:
+            result = done[same] = (_on_cluster(point, limit) if point.get("master") == "cluster"
+                                   else _call(point, limit))
         results.append({**point, **result, "wall_s": time.time() - started})
         log(f"scale {point['curve']:11s} keys={point['keys']:>10,} entries="
             f"{point['entries']:>9,} p={point['parallelism']} {point.get('master', '')}: "
