@@ -238,7 +238,9 @@ def run_point(point: dict) -> dict:
     before = procmem.tree_rss(os.getpid())["total"]
     with Sampler([os.getpid(), *point.get("roots", [])]) as sampler:
         start = time.perf_counter()
-        query = result.write_stream(str(out), str(checkpoint), trigger={"availableNow": True})
+        # URIs: a cluster master refuses a bare local path (other hosts would not see it)
+        query = result.write_stream(out.as_uri(), checkpoint.as_uri(),
+                                    trigger={"availableNow": True})
         query.awaitTermination()
         seconds = time.perf_counter() - start
     progress = [p_ for p_ in query.recentProgress if p_["numInputRows"]]
