@@ -346,8 +346,8 @@ def _x(point: dict, name: str) -> Any:
 
 
 def per_unit(point: dict) -> float:
-    """Checkpoint bytes per broadcast entry on the entries curve, per key elsewhere."""
-    return point["checkpoint_bytes"] / point["entries" if point["curve"] == "entries" else "keys"]
+    """Checkpoint bytes per key."""
+    return point["checkpoint_bytes"] / point["keys"]
 
 
 def _count(value: int) -> str:
@@ -367,14 +367,20 @@ def sentences(scale: dict) -> dict[str, str]:
         first, last = points_[0], points_[-1]
         lo, hi = _x(first, name), _x(last, name)
         fall = first["rate"] / last["rate"]
-        per_first, per_last = per_unit(first), per_unit(last)
+        if name == "keys":
+            grows = (f"the checkpoint from {per_unit(first):,.0f} to {per_unit(last):,.0f} "
+                     "bytes per key")
+        else:
+            added = (last["checkpoint_bytes"] - first["checkpoint_bytes"]) / (hi - lo)
+            grows = (f"the checkpoint from {first['checkpoint_bytes'] / 2**20:,.1f} to "
+                     f"{last['checkpoint_bytes'] / 2**20:,.1f} MB ({added:,.0f} bytes per "
+                     "added entry)")
         out[name] = (
             f"From {_count(lo)} to {_count(hi)} {what} ({hi / lo:g}x), throughput "
             + (f"falls {fall:.1f}x" if fall >= 1 else f"rises {1 / fall:.1f}x")
             + f" ({first['rate']:,.0f} → {last['rate']:,.0f} events/s), peak memory goes "
-            f"from {first['peak_rss_mb']:,.0f} to {last['peak_rss_mb']:,.0f} MB, and the "
-            f"checkpoint from {per_first:,.0f} to {per_last:,.0f} bytes per "
-            f"{'key' if name == 'keys' else 'entry'}.")
+            f"from {first['peak_rss_mb']:,.0f} to {last['peak_rss_mb']:,.0f} MB, and "
+            + grows + ".")
     points_ = curve(scale, "parallelism")
     local = {p["parallelism"]: p for p in points_ if p.get("master", "").startswith("local")}
     cluster = next((p for p in points_ if p.get("master") == "cluster"), None)
@@ -390,7 +396,7 @@ def sentences(scale: dict) -> dict[str, str]:
 
 def table(scale: dict) -> str:
     lines = ["| curve | keys | broadcast entries | where | path | fill (s) | events/s "
-             "| peak RSS (MB) | checkpoint (MB) | bytes per key (entry) | run (s) |",
+             "| peak RSS (MB) | checkpoint (MB) | checkpoint bytes per key | run (s) |",
              "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for p in scale.get("points", []):
         where = f"{p.get('master', 'local[2]')}, p={p['parallelism']}"
@@ -423,8 +429,9 @@ def plots(scale: dict, img: Path) -> list[str]:
         fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
         series = (("events/s", [p["rate"] for p in points_]),
                   ("peak RSS (MB)", [p["peak_rss_mb"] for p in points_]),
-                  (f"checkpoint bytes per {'key' if name == 'keys' else 'entry'}",
-                   [per_unit(p) for p in points_]))
+                  (("checkpoint bytes per key", [per_unit(p) for p in points_])
+                   if name == "keys" else
+                   ("checkpoint (MB)", [p["checkpoint_bytes"] / 2**20 for p in points_])))
         for ax, (ylabel, ys) in zip(axes, series, strict=True):
             ax.plot(xs, ys, marker="o")
             ax.set_xscale("log")
