@@ -718,7 +718,7 @@ class Runner:
 
         from sparkcast.spark import Stream
 
-        base = self.tmp / f"w5-{self.jobs}"
+        base = Path(tempfile.mkdtemp(prefix="w5-", dir=self.tmp))  # a failed job skips _checkpoint
         updates_dir = base / "updates"
         updates_dir.mkdir(parents=True)
         clock = UpdateClock()
@@ -795,7 +795,7 @@ class Runner:
         moves ``rules_version`` by one; latency from the committed main and review outputs."""
         import fraud_pipeline
 
-        base = self.tmp / f"fraud-{self.jobs}"
+        base = Path(tempfile.mkdtemp(prefix="fraud-", dir=self.tmp))
         rules = base / "rules"
         rules.mkdir(parents=True)
         clock = UpdateClock()
