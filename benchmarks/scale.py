@@ -52,7 +52,7 @@ USERS = 100_000  # the users of every curve but the keys curve
 ENTRIES = 1_000  # the broadcast entries of every curve but the entries curve
 
 MODES = {
-    "quick": {"keys": (10_000, 100_000), "entries": (1_000, 100_000), "measure": 200_000,
+    "quick": {"keys": (10_000, 100_000), "entries": (1_000, 10_000), "measure": 200_000,
               "parallelism": (1, 2), "cluster": True, "timeout": 300},
     "full": {"keys": (10_000, 100_000, 1_000_000, 10_000_000),
              "entries": (1_000, 10_000, 100_000, 1_000_000), "measure": 300_000,
