@@ -3,7 +3,8 @@ latency on the keyed path of issue 26 against the operator path (forced).
 
 The pipeline is the app's own: its function (``FraudRules``: text rules broadcast,
 ``hold_until_ready`` on the ruleset version, the ``review`` and ``invalid_rules`` side outputs),
-its descriptors, schemas and key, wired as ``sparkcast.apps.wiring.build`` wires it.
+its descriptors and schemas, keyed by the app's ``key_by`` (the app declares none today), wired
+as ``sparkcast.apps.wiring.build`` wires it.
 Throughput: the app's transaction generator writes ``n`` transactions as JSON lines, one file
 per micro-batch (``maxFilesPerTrigger=1``), with one rules file per micro-batch (the initial
 rules, then the threshold of ``big-foreign`` moved each time), written by ``write_stream`` with

@@ -379,7 +379,8 @@ def sentences(scale: dict) -> dict[str, str]:
                      "added entry)")
         out[name] = (
             f"From {_count(lo)} to {_count(hi)} {what} ({hi / lo:g}x), throughput "
-            + (f"falls {fall:.1f}x" if fall >= 1 else f"rises {1 / fall:.1f}x")
+            + ("is flat" if 0.95 <= fall <= 1.05 else f"falls {fall:.2f}x"
+               if fall > 1 else f"rises {1 / fall:.2f}x")
             + f" ({first['rate']:,.0f} → {last['rate']:,.0f} events/s), peak memory goes "
             f"from {first['peak_rss_mb']:,.0f} to {last['peak_rss_mb']:,.0f} MB, and "
             + grows + ".")
@@ -465,8 +466,9 @@ def plots(scale: dict, img: Path) -> list[str]:
 def render(scale: dict, made: list[str]) -> str:
     """The scale section of docs/benchmarks.md."""
     said = sentences(scale)
-    lines = ["## Scale curves", "", (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             table(scale), ""]
+    paragraphs = (__doc__ or "").split("\n\n")
+    lines = ["## Scale curves", "", paragraphs[1].replace("\n", " "), "", paragraphs[2], "",
+             paragraphs[3].replace("\n", " "), "", table(scale), ""]
     for name in ("keys", "entries", "parallelism"):
         image = f"img/scale_{name}.png"
         if name in said:
