@@ -58,10 +58,10 @@ $(BENCH_STAMP): $(STAMP)
 
 bench-deps: $(BENCH_STAMP) $(FLINK_STAMP)
 
-bench: bench-deps  ## every workload and system, ~20-25 min; run on a quiet machine
+bench: bench-deps  ## every workload and system and the scale curves, ~60 min; run on a quiet machine
 	$(PY) benchmarks/run.py --mode full
 
-bench-quick: bench-deps  ## the same at small sizes, 3-4 min; prints the table, leaves docs/ alone
+bench-quick: bench-deps  ## the same at small sizes, ~6 min (no scale curves: add --scale); prints the table, leaves docs/ alone
 	$(PY) benchmarks/run.py --mode quick
 
 # The smoke job on the oldest and newest supported PySpark, each from PyPI in its own virtualenv

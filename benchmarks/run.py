@@ -3,6 +3,7 @@
     python benchmarks/run.py --mode quick     # ~2-3 minutes (make bench-quick)
     python benchmarks/run.py --mode full      # ~20-25 minutes (make bench)
     python benchmarks/run.py --mode quick --only W1   # a subset of workloads
+    python benchmarks/run.py --mode quick --scale     # with the (small) scale curves
 
 Throughput (W1-W4): each system runs each workload at two input sizes; the steady-state rate is
 (n2 - n1) / (t2 - t1), which cancels start-up and per-query fixed costs; the sizes alternate over
@@ -11,6 +12,9 @@ over all of them. W5 (broadcast update latency) and W6 (memory with a 100 MB bro
 measured once each. Every measurement runs in a child process with a time limit; a limit hit is
 reported, not fatal. Results: ``benchmarks/results/<mode>.json``; a whole full run also writes
 ``docs/benchmarks.md`` and ``docs/img/*.png``, other runs ``benchmarks/results/<mode>.md``.
+The fraud demo's pipeline (``fraud_pipeline.py``) runs unless ``--only`` or ``--skip-fraud``;
+the scale curves (``scale.py``, each point its own Spark session) run in ``--mode full`` and
+with ``--scale``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import data  # noqa: E402
+import fraud_pipeline  # noqa: E402
+import scale  # noqa: E402
 import sinks  # noqa: E402
 import streamed  # noqa: E402
 
@@ -51,9 +57,24 @@ SYSTEMS = {  # name -> (label, workloads)
     "pandas": ("pandas, one process (limit)", ("W1", "W2", "W3", "W4")),
 }
 SLOW = {"sparkcast", "pyflink"}
-# W5 forms: (function form, path); result.main's operator, then write_stream's streamed path
-LATENCY_FORMS = (("element", "operator"), ("batch", "operator"),
-                 ("element", "streamed"), ("batch", "streamed"))
+# W5 forms: (function form, path, trigger); result.main's operator, write_stream's streamed
+# path, then the keyed counter written by write_stream on the keyed path (issue 26), at the
+# default trigger (micro-batches back to back) and a short fixed one, and on the operator path
+SHORT_TRIGGER = {"processingTime": "500 milliseconds"}
+LATENCY_FORMS = (("element", "operator", None), ("batch", "operator", None),
+                 ("element", "streamed", None), ("batch", "streamed", None),
+                 ("keyed", "partitioned", None), ("keyed", "partitioned", SHORT_TRIGGER),
+                 ("keyed", "operator", None))
+
+
+def latency_name(form: str, path: str, trigger: dict | None) -> str:
+    """The W5 row's name (the first four as before issue 26)."""
+    if form != "keyed":
+        return form if path == "operator" else f"{form}, {path} path"
+    name = "keyed counter, " + ("keyed path" if path == "partitioned"
+                                else f"{path} path (forced)")
+    return name + (f", trigger {trigger['processingTime']}" if trigger else "")
+
 
 MODES = {
     # sizes: (small, large) per speed class; timeout per measurement (s)
@@ -227,9 +248,16 @@ def main() -> None:
                         help="skip the sinks section (sinks.py)")
     parser.add_argument("--skip-streamed", action="store_true",
                         help="skip the multi-batch streamed section (streamed.py)")
+    parser.add_argument("--skip-fraud", action="store_true",
+                        help="skip the fraud pipeline section (fraud_pipeline.py)")
+    parser.add_argument("--scale", action="store_true",
+                        help="run the scale curves (scale.py; always in --mode full)")
+    parser.add_argument("--skip-scale", action="store_true", help="not even in --mode full")
     args = parser.parse_args()
     mode = MODES[args.mode]
     only = set(args.only or ["W1", "W2", "W3", "W4", "W5", "W6"])
+    run_fraud = not args.skip_fraud and not args.only
+    run_scale = (args.scale or args.mode == "full") and not args.skip_scale
     systems = [s for s in SYSTEMS if not args.systems or s in args.systems]
     (HERE / "results").mkdir(exist_ok=True)
     started = time.time()
@@ -251,6 +279,10 @@ def main() -> None:
         streamed.prepare(args.mode, only)
     if not args.skip_sinks:
         sinks.prepare(args.mode, only)
+    if run_fraud:
+        fraud_pipeline.prepare(args.mode)
+    if run_scale:
+        scale.prepare(args.mode)
 
     spark = SparkServer()
     spark.start()
@@ -282,12 +314,16 @@ def main() -> None:
     if not args.skip_sinks:
         results["sinks"] = sinks.measure(spark, args.mode, mode["timeout"], log, only)
 
+    if run_fraud:
+        results["fraud"] = fraud_pipeline.measure(spark, args.mode, mode["timeout"], log)
+
     if "W5" in only and mode["w5"]:
-        for latency_mode, path in LATENCY_FORMS:
-            job = {"op": "latency", "mode": latency_mode, "path": path, **mode["w5"]}
+        for latency_mode, path, trigger in LATENCY_FORMS:
+            job = {"op": "latency", "mode": latency_mode, "path": path, "trigger": trigger,
+                   **mode["w5"]}
             budget = mode["w5"]["updates"] * mode["w5"]["interval"] + mode["w5"]["warmup"] + 90
             result = spark.call(job, budget)
-            name = latency_mode if path == "operator" else f"{latency_mode}, streamed path"
+            name = latency_name(latency_mode, path, trigger)
             results.setdefault("latency", {})[name] = result
             log(f"W5 sparkcast {name}: "
                 + (f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
@@ -313,6 +349,9 @@ def main() -> None:
                                  f"{r['peak_jvm_mb']:.0f}, Python {r['peak_python_mb']:.0f}), "
                                  f"{r['seconds']:.1f} s" if r.get("ok")
                                  else f"FAILED: {r.get('error', '')[:200]}"))
+
+    if run_scale:  # every point is its own process with a fresh session
+        results["scale"] = scale.measure(args.mode, log)
 
     results["elapsed_s"] = time.time() - started
     suffix = "" if not args.only else "-" + "-".join(sorted(only))

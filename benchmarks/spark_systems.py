@@ -160,6 +160,40 @@ class VersionedBatch(Versioned):
                              "written_ms": written})
 
 
+class KeyedVersioned(KeyedBroadcastProcessFunction):
+    """W5 keyed: a per-user counter whose outputs carry the broadcast version they used."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
+
+    def process_element(self, value, ctx):
+        current = ctx.get_broadcast_state(VERSION).get("v")
+        version, written = current if current is not None else (-1, -1)
+        count = (self.count.value() or 0) + 1
+        self.count.update(count)
+        yield value.key, count, version, written
+
+    def process_broadcast_element(self, value, ctx):
+        Versioned.process_broadcast_element(self, value, ctx)
+
+
+LATENCY_SCHEMAS = {"element": "key int, version long, written_ms long",
+                   "batch": "key int, version long, written_ms long",
+                   "keyed": "key int, count long, version long, written_ms long"}
+LATENCY_FUNCTIONS = {"element": Versioned, "batch": VersionedBatch, "keyed": KeyedVersioned}
+W5_USERS = 10_000  # the keyed W5 form's users (key = rate value mod this)
+
+
+def choose_path(result, path: str) -> None:
+    """Run ``result`` on ``path``: ``"operator"`` is forced (what the planner chose before the
+    streamed and partitioned paths); any other path must be the planner's own choice."""
+    if path == "operator":
+        from sparkcast.spark.plan import ExecutionPath
+
+        result.plan.path = ExecutionPath.OPERATOR
+    assert result.plan.path == path, f"the planner chose {result.plan.path}, not {path}"
+
+
 def _percentile(values, q):
     if not values:
         return None
@@ -362,7 +396,8 @@ class Runner:
                  parallelism: int = 2) -> dict:
         """sparkcast over the streamed inputs, written by ``write_stream`` (Parquet files,
         exactly once). ``path="operator"`` forces the stateful operator, the path every streamed
-        broadcast side took before the streamed path (W3, keyed, always takes it)."""
+        broadcast side took before the streamed path; W3 (keyed) asks for ``"partitioned"``,
+        the keyed path of issue 26, or the forced operator path."""
         from sparkcast.spark import Stream
 
         build = time.perf_counter()
@@ -371,11 +406,7 @@ class Runner:
         stream = Stream(events).key_by("user") if workload == "W3" else Stream(events)
         result = stream.connect(Stream(updates).broadcast(desc)).process(
             cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
-        if path == "operator":  # what the planner would choose were the streamed path not there
-            from sparkcast.spark.plan import ExecutionPath
-
-            result.plan.path = ExecutionPath.OPERATOR
-        assert result.plan.path == path, result.plan.path
+        choose_path(result, path)
         out = self.tmp / f"out-{self.jobs}"
         query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
         build = time.perf_counter() - build
@@ -545,6 +576,99 @@ class Runner:
                                                    for p in query.recentProgress),
                 "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
 
+    def aipws_counter(self, workload: str, n: int, per_batch: int) -> dict:
+        """W3 with ``applyInPandasWithState``: grouped by user, the count in the group state,
+        the latest threshold file read once per task (as ``tws_counter`` does in ``init``)."""
+        import pyarrow.parquet as pq
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        assert workload == "W3"
+        events, _ = self._streamed_inputs(workload, n, per_batch)
+        latest = str(sorted(data.broadcast_updates_dir(workload, n // per_batch)
+                            .glob("part-*.parquet"))[-1])
+        cache: dict[str, int] = {}  # unpickled once per task
+
+        def count(key, frames, state):
+            import numpy as np
+            import pandas as pd
+
+            if "t" not in cache:
+                cache["t"] = int(pq.read_table(latest).column("value")[0].as_py())
+            total = state.get[0] if state.exists else 0
+            for frame in frames:
+                counts = np.arange(total + 1, total + len(frame) + 1, dtype=np.int64)
+                total += len(frame)
+                yield pd.DataFrame({"user": np.full(len(frame), key[0], dtype=np.int32),
+                                    "count": counts, "flagged": counts > cache["t"]})
+            state.update((total,))
+
+        out = events.groupBy("user").applyInPandasWithState(
+            count, outputStructType=OUTPUT_SCHEMAS["W3"], stateStructType="count long",
+            outputMode="append", timeoutConf=GroupStateTimeout.NoTimeout)
+        return self._timed_parquet(out)
+
+    def fb_state_counter(self, workload: str, n: int, per_batch: int) -> dict:
+        """W3 in ``foreachBatch`` with a state table: per micro-batch, read the previous state
+        version (Parquet, one folder per batch id), number each user's events after its
+        previous total (a window over the batch), flag them against the batch's threshold
+        (its update file), append the outputs, and write the new state version (the previous
+        one joined with the batch's per-user counts). A replayed batch overwrites its version."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        assert workload == "W3"
+        spark = self.spark
+        events, _ = self._streamed_inputs(workload, n, per_batch)
+        files = sorted(str(f) for f in data.broadcast_updates_dir(
+            workload, n // per_batch).glob("part-*.parquet"))
+        root = self.tmp / f"fb-state-{self.jobs}"
+        out = str(root / "out")
+        order = Window.partitionBy("user").orderBy("_seq")
+
+        def each(batch_df, batch_id):
+            threshold = spark.read.parquet(files[min(batch_id, len(files) - 1)]).first()["value"]
+            versions = [int(p.name) for p in root.glob("state/*")
+                        if int(p.name) < batch_id and (p / "_SUCCESS").exists()]
+            previous = (spark.read.parquet(str(root / "state" / str(max(versions))))
+                        if versions else spark.createDataFrame([], "user int, total long"))
+            batch_df.persist()
+            numbered = batch_df.withColumn("_seq", F.monotonically_increasing_id()).withColumn(
+                "_n", F.row_number().over(order))
+            counts = numbered.join(previous, "user", "left").select(
+                "user", (F.coalesce("total", F.lit(0)) + F.col("_n")).alias("count"))
+            counts.withColumn("flagged", F.col("count") > F.lit(threshold)).write.mode(
+                "append").parquet(out)
+            totals = batch_df.groupBy("user").agg(F.count(F.lit(1)).alias("n"))
+            previous.join(totals, "user", "full_outer").select(
+                "user", (F.coalesce("total", F.lit(0)) + F.coalesce("n", F.lit(0))).alias(
+                    "total")).write.mode("overwrite").parquet(str(root / "state" / str(batch_id)))
+            batch_df.unpersist()
+
+        query = (events.writeStream.foreachBatch(each)
+                 .option("checkpointLocation", self._checkpoint()).trigger(availableNow=True))
+        start = time.perf_counter()
+        running = query.start()
+        running.awaitTermination()
+        seconds = time.perf_counter() - start
+        shutil.rmtree(root, ignore_errors=True)
+        return {"seconds": seconds, "rows_in": sum(p["numInputRows"]
+                                                   for p in running.recentProgress),
+                "batches": len([p for p in running.recentProgress if p["numInputRows"]])}
+
+    def _timed_parquet(self, out) -> dict:
+        """Append ``out`` to Parquet files with ``availableNow``; the query's time."""
+        target = self.tmp / f"out-{self.jobs}"
+        query = (out.writeStream.format("parquet").option("path", str(target))
+                 .option("checkpointLocation", self._checkpoint())
+                 .trigger(availableNow=True).start())
+        start = time.perf_counter()
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        shutil.rmtree(target, ignore_errors=True)
+        return {"seconds": seconds, "rows_in": sum(p["numInputRows"]
+                                                   for p in query.recentProgress),
+                "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
+
     def warmup(self) -> dict:
         """Start the Python workers and warm the JVM before anything is timed."""
         for mode in ("element", "batch"):
@@ -579,85 +703,175 @@ class Runner:
 
     def latency(self, rate: int = 20_000, updates: int = 20, interval: float = 1.5,
                 warmup: float = 8.0, mode: str = "element", timeout: float = 120.0,
-                path: str = "operator") -> dict:
+                path: str = "operator", trigger: dict | None = None) -> dict:
         """W5: a rate source at ``rate`` events/s; every ``interval`` s a broadcast update
         (``version``, ``written_ms``) is written atomically to a JSON file source. Per micro-batch
         the driver finds the versions present in the output and, for each version seen for the
         first time, records now - written_ms. ``path="operator"``: foreachBatch on
         ``result.main`` (the stateful operator); ``"streamed"``: ``write_stream`` (the streamed
         path), the versions read from each micro-batch's files once its commit is logged (when
-        readers can see them: the latency includes the exactly-once write)."""
+        readers can see them: the latency includes the exactly-once write). ``mode="keyed"``:
+        a per-user counter keyed by user, always written by ``write_stream`` and measured from
+        the committed output, on ``path`` ``"partitioned"`` or the forced ``"operator"``.
+        ``trigger``: ``write_stream``'s (default: Spark's, micro-batches back to back)."""
         from pyspark.sql import functions as F
 
         from sparkcast.spark import Stream
 
-        base = self.tmp / f"w5-{self.jobs}"
+        base = Path(tempfile.mkdtemp(prefix="w5-", dir=self.tmp))  # a failed job skips _checkpoint
         updates_dir = base / "updates"
         updates_dir.mkdir(parents=True)
-
-        written: dict[int, float] = {}
+        clock = UpdateClock()
 
         def write_update(version: int) -> None:
-            target = updates_dir / f"u{version:05d}.json"
-            tmp = updates_dir / f".u{version:05d}.json"
-            tmp.write_text(json.dumps({"version": version,
-                                       "written_ms": int(time.time() * 1000)}) + "\n")
-            os.rename(tmp, target)
-            written[version] = time.time() * 1000
+            clock.write(updates_dir / f"u{version:05d}.json", version,
+                        lambda ms: [{"version": version, "written_ms": ms}])
 
         write_update(0)
+        users = W5_USERS if mode == "keyed" else 1000
         main = (self.spark.readStream.format("rate").option("rowsPerSecond", rate)
                 .option("numPartitions", 2).load()
-                .select((F.col("value") % 1000).cast("int").alias("key"),
+                .select((F.col("value") % users).cast("int").alias("key"),
                         (F.col("value") % 997).cast("double").alias("amount")))
         bcast = self.spark.readStream.schema("version long, written_ms long").json(
             str(updates_dir))
-        cls = VersionedBatch if mode == "batch" else Versioned
-        result = Stream(main).connect(Stream(bcast).broadcast(VERSION)).process(
-            cls(), output_schema="key int, version long, written_ms long", parallelism=2)
-        seen: dict[int, float] = {}
-
-        def note(newest: int) -> None:
-            # updates written within one micro-batch are applied together: an output with
-            # version V was computed with every update <= V, so each of them is visible now
-            now = time.time() * 1000
-            for version, at in list(written.items()):
-                if version <= newest and version not in seen:
-                    seen[version] = now - at
+        stream = Stream(main).key_by("key") if mode == "keyed" else Stream(main)
+        result = stream.connect(Stream(bcast).broadcast(VERSION)).process(
+            LATENCY_FUNCTIONS[mode](), output_schema=LATENCY_SCHEMAS[mode], parallelism=2)
 
         def each(df, batch_id):
             rows = df.groupBy("version").count().collect()
-            note(max((r["version"] for r in rows if r["version"] is not None), default=-1))
+            clock.note(max((r["version"] for r in rows if r["version"] is not None),
+                           default=-1))
 
         stop = threading.Event()
-        if path == "streamed":
-            assert result.plan.path == "streamed", result.plan.path
+        if path != "operator" or mode == "keyed":
+            choose_path(result, path)
             out = base / "out"
-            query = result.write_stream(str(out), self._checkpoint())
-            poller = threading.Thread(target=_poll_commits, args=(out, note, stop), daemon=True)
-            poller.start()
+            query = result.write_stream(str(out), self._checkpoint(), trigger=trigger)
+            threading.Thread(target=_poll_commits, args=(out, clock.note, stop),
+                             daemon=True).start()
         else:
-            query = (result.main.writeStream.foreachBatch(each)
-                     .option("checkpointLocation", self._checkpoint()).start())
+            writer = (result.main.writeStream.foreachBatch(each)
+                      .option("checkpointLocation", self._checkpoint()))
+            query = (writer.trigger(**trigger) if trigger else writer).start()
         try:
-            deadline = time.time() + timeout
-            while 0 not in seen and time.time() < deadline:
-                time.sleep(0.2)
-            time.sleep(warmup)
-            for version in range(1, updates + 1):
-                write_update(version)
-                time.sleep(interval)
-            deadline = time.time() + timeout
-            while updates not in seen and time.time() < deadline:
-                time.sleep(0.2)
-            progress = query.recentProgress
+            progress = clock.drive(query, write_update, range(1, updates + 1), interval,
+                                   warmup, timeout, first=0)
         finally:
             stop.set()
             query.stop()
-        lat = sorted(v for k, v in seen.items() if k >= 1)
+        return {**clock.summary(progress, first=1), "updates": updates, "rate": rate,
+                "mode": mode, "path": path, "trigger": trigger}
+
+    def fraud(self, n: int, per_batch: int, path: str) -> dict:
+        """The fraud demo's pipeline (``fraud_pipeline.py``) over ``n`` transactions in files
+        of ``per_batch`` (one a micro-batch, a rule update in each), ``write_stream`` with
+        ``availableNow``; the query's time."""
+        import fraud_pipeline
+
+        events, rules = fraud_pipeline.inputs(n, per_batch)
+        result = fraud_pipeline.build(self.spark, self.spark.readStream.schema(
+            fraud_pipeline.APP.events_schema).option("maxFilesPerTrigger", 1).json(str(events)),
+            rules)
+        choose_path(result, path)
+        out = self.tmp / f"out-{self.jobs}"
+        start = time.perf_counter()
+        query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
+        query.awaitTermination()
+        seconds = time.perf_counter() - start
+        outputs = fraud_pipeline.count_outputs(out)
+        shutil.rmtree(out, ignore_errors=True)
+        return {"seconds": seconds, "rows_in": sum(p["numInputRows"]
+                                                   for p in query.recentProgress),
+                "batches": len([p for p in query.recentProgress if p["numInputRows"]]),
+                **outputs}
+
+    def fraud_latency(self, path: str, rate: int = 20_000, updates: int = 20,
+                      interval: float = 1.5, warmup: float = 8.0, timeout: float = 120.0,
+                      trigger: dict | None = None) -> dict:
+        """The fraud pipeline at ``rate`` transactions/s (a rate source shaped as
+        transactions); every ``interval`` s one rule upsert lands in the rules folder, which
+        moves ``rules_version`` by one; latency from the committed main and review outputs."""
+        import fraud_pipeline
+
+        base = Path(tempfile.mkdtemp(prefix="fraud-", dir=self.tmp))
+        rules = base / "rules"
+        rules.mkdir(parents=True)
+        clock = UpdateClock()
+        first = len(fraud_pipeline.INITIAL)  # the ruleset version once the initial rules apply
+        clock.write(rules / "rules-00000.json", first, lambda ms: fraud_pipeline.INITIAL)
+
+        def write_update(k: int) -> None:
+            clock.write(rules / f"rules-{k:05d}.json", first + k,
+                        lambda ms: [fraud_pipeline.probe_rule(k)])
+
+        result = fraud_pipeline.build(self.spark, fraud_pipeline.rate_transactions(
+            self.spark, rate), str(rules), max_files=None)
+        choose_path(result, path)
+        out = base / "out"
+        stop = threading.Event()
+        query = result.write_stream(str(out), self._checkpoint(), trigger=trigger)
+        threading.Thread(target=_poll_commits, args=(out, clock.note, stop, "rules_version",
+                                                     ("main", "review")), daemon=True).start()
+        try:
+            progress = clock.drive(query, write_update, range(1, updates + 1), interval,
+                                   warmup, timeout, first=first)
+        finally:
+            stop.set()
+            query.stop()
+        return {**clock.summary(progress, first=first + 1), "updates": updates, "rate": rate,
+                "path": path, "trigger": trigger}
+
+
+class UpdateClock:
+    """When each broadcast update was written and when a committed output first showed it.
+
+    Updates that land within one micro-batch are applied together: an output made with
+    version V was made with every update <= V, so each of them is visible from then on."""
+
+    def __init__(self) -> None:
+        self.written: dict[int, float] = {}
+        self.seen: dict[int, float] = {}
+
+    def write(self, target: Path, version: int, rows) -> None:
+        """Write ``rows(written_ms)`` as JSON lines to ``target`` atomically (a hidden name,
+        then a rename), as version ``version``."""
+        hidden = target.with_name("." + target.name)
+        rows_now = rows(int(time.time() * 1000))
+        hidden.write_text("".join(json.dumps(r) + "\n" for r in rows_now))
+        os.rename(hidden, target)
+        self.written[version] = time.time() * 1000
+
+    def note(self, newest: int) -> None:
+        now = time.time() * 1000
+        for version, at in list(self.written.items()):
+            if version <= newest and version not in self.seen:
+                self.seen[version] = now - at
+
+    def drive(self, query, write_update, versions: range, interval: float, warmup: float,
+              timeout: float, first: int) -> list[dict]:
+        """Wait for version ``first`` in the output, warm up, write ``versions`` one per
+        ``interval``, wait for the last; the query's recent progress."""
+        deadline = time.time() + timeout
+        while first not in self.seen and time.time() < deadline:
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception())[:1000])
+            time.sleep(0.2)
+        time.sleep(warmup)
+        for k in versions:
+            write_update(k)
+            time.sleep(interval)
+        last = first + len(versions)
+        deadline = time.time() + timeout
+        while last not in self.seen and time.time() < deadline:
+            time.sleep(0.2)
+        return query.recentProgress
+
+    def summary(self, progress: list[dict], first: int) -> dict:
+        lat = sorted(v for k, v in self.seen.items() if k >= first)
         durations = sorted(p["durationMs"].get("triggerExecution", 0) for p in progress)
-        return {"latencies_ms": lat, "updates": updates, "seen": len(lat), "rate": rate,
-                "mode": mode, "path": path,
+        return {"latencies_ms": lat, "seen": len(lat),
                 "p50_ms": _percentile(lat, 50), "p99_ms": _percentile(lat, 99),
                 "batch_ms_median": _percentile(durations, 50),
                 "rows_per_batch_median": _percentile(sorted(p["numInputRows"] for p in progress),
@@ -666,9 +880,11 @@ class Runner:
                                                       for p in progress), 50)}
 
 
-def _poll_commits(out: Path, note, stop: threading.Event) -> None:
+def _poll_commits(out: Path, note, stop: threading.Event, column: str = "version",
+                  outputs: tuple[str, ...] = ("main",)) -> None:
     """Call ``note(newest version)`` for each micro-batch ``write_stream`` commits to ``out``
-    (its log file in ``_spark_metadata``; a ``.compact`` one repeats earlier files)."""
+    (its log file in ``_spark_metadata``; a ``.compact`` one repeats earlier files): the
+    largest ``column`` in the batch's files of ``outputs``."""
     import pyarrow.parquet as pq
 
     done: set[str] = set()
@@ -684,10 +900,10 @@ def _poll_commits(out: Path, note, stop: threading.Event) -> None:
                 continue  # not written whole yet
             done.add(entry.name)
             main = [f.removeprefix("file://") for f in files
-                    if "_output=main/" in f and f not in done]
+                    if any(f"_output={o}/" in f for o in outputs) and f not in done]
             done.update(files)
             versions = [v for f in main
-                        for v in pq.read_table(f, columns=["version"]).column(0).to_pylist()
+                        for v in pq.read_table(f, columns=[column]).column(0).to_pylist()
                         if v is not None]
             if versions:
                 note(max(versions))
