@@ -60,7 +60,7 @@ def test_state_survives_hosts_replays_and_compaction(tmp_path):
 
 def test_a_delta_holds_only_what_the_batch_changed(tmp_path):
     location = str(tmp_path / "keyed")
-    _batch(location, tmp_path / "a", 0, [f"k{i}" for i in range(1000)])
+    _batch(location, tmp_path / "a", 0, [f"k{i}" for i in range(5000)])
     _batch(location, tmp_path / "a", 1, ["k1"])
     first, second = (Path(location, "0", f"{b}.delta").stat().st_size for b in (0, 1))
     assert second * 50 < first

@@ -21,8 +21,9 @@ library's binding) in place of an in-memory map, so state larger than memory sta
 So a replayed batch starts from the same state, the files of batches up to N-1, and writes the
 same delta: exactly once, wherever the task runs. Rows are ``(name, key, value)``: ``name`` is a
 keyed descriptor or ``META`` (the engine's blobs), ``key`` the key's stable bytes
-(``backend.stable_key_bytes``), ``value`` the codec's bytes of ``(key, value)``, so the key comes
-back typed; a removed row is a null value in a delta.
+(``backend.stable_key_bytes``, which read back as the typed key: ``store_backend.key_of``),
+``value`` the value's bytes (``store_backend.value_bytes``); a removed row is a null value in a
+delta.
 """
 
 from __future__ import annotations
@@ -229,6 +230,7 @@ def _connect(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = OFF")  # the checkpoint's files are the durable copy
+    db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the hot keys stay in memory
     db.execute("CREATE TABLE IF NOT EXISTS state (name TEXT NOT NULL, key BLOB NOT NULL, "
                "value BLOB NOT NULL, PRIMARY KEY (name, key)) WITHOUT ROWID")
     db.execute("CREATE TABLE IF NOT EXISTS version (batch INTEGER NOT NULL)")

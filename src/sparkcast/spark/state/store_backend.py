@@ -103,13 +103,13 @@ class StoredTable(MutableMapping):
         found = self._store.get_many(self._name, list(wanted))
         for raw, key in wanted.items():
             blob = found.get(raw)
-            self._cache[key] = _ABSENT if blob is None else self._value(blob)[1]
+            self._cache[key] = _ABSENT if blob is None else self._value(blob)
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = self._cache.get(key, _MISSING)
         if value is _MISSING:
             blob = self._store.get(self._name, stable_key_bytes(key))
-            value = self._cache[key] = _ABSENT if blob is None else self._value(blob)[1]
+            value = self._cache[key] = _ABSENT if blob is None else self._value(blob)
         if value is _ABSENT:
             return default
         if not isinstance(value, _SCALARS):
@@ -140,9 +140,8 @@ class StoredTable(MutableMapping):
 
     def _load_all(self) -> None:
         if not self._scanned:
-            for _, blob in self._store.scan(self._name):
-                key, value = self._value(blob)
-                self._cache.setdefault(key, value)
+            for raw, blob in self._store.scan(self._name):
+                self._cache.setdefault(key_of(raw), self._value(blob))
             self._scanned = True
 
     def __iter__(self) -> Iterator[Any]:
@@ -157,9 +156,8 @@ class StoredTable(MutableMapping):
         """Drop dead entries among those read this batch and ``SWEEP_ROWS`` stored ones from a
         place that rotates with the clock, so every key is checked now and then."""
         start = bytes([(clock // 1000) % 256])
-        for _, blob in self._store.scan_from(self._name, start, SWEEP_ROWS):
-            key, value = self._value(blob)
-            self._cache.setdefault(key, value)
+        for raw, blob in self._store.scan_from(self._name, start, SWEEP_ROWS):
+            self._cache.setdefault(key_of(raw), self._value(blob))
         for key, value in list(self._cache.items()):
             if value is not _ABSENT and is_dead(value):
                 self._cache[key] = _ABSENT
@@ -170,16 +168,44 @@ class StoredTable(MutableMapping):
         changes: list[Change] = []
         for key in self._dirty:
             value = self._cache[key]
-            raw = stable_key_bytes(key)
-            changes.append((self._name, raw, None if value is _ABSENT
-                            else codec.encode((key, value))))
+            changes.append((self._name, stable_key_bytes(key),
+                            None if value is _ABSENT else value_bytes(value)))
         self._dirty.clear()
         return changes
 
-    def _value(self, blob: bytes) -> tuple[Any, Any]:
-        key, value = codec.decode(blob, self._types)
-        key = codec.hashable(key)
-        return key, (value if self._decode is None else self._decode(value))
+    def _value(self, blob: bytes) -> Any:
+        value = value_of(blob, self._types)
+        return value if self._decode is None else self._decode(value)
+
+
+def key_of(raw: bytes) -> Any:
+    """A key back from its stable bytes (``backend.stable_key_bytes``): the store's key column
+    is both the lookup key and the key itself."""
+    kind, body = raw[:1], raw[1:]
+    if kind == b"s":
+        return body.decode("utf-8")
+    if kind == b"i":
+        return int(body)
+    return codec.hashable(codec.decode(body))
+
+
+def value_bytes(value: Any) -> bytes:
+    """A stored value: the codec's bytes (an int's are its digits, written without the codec:
+    counters are the commonest keyed state, and this is per key per micro-batch)."""
+    return str(value).encode() if type(value) is int else codec.encode(value)
+
+
+def value_of(blob: bytes, types: codec.Resolver | None = None) -> Any:
+    """The value of ``value_bytes``, its objects as the classes ``types`` resolves them to."""
+    if blob[:1] in _INT_START:
+        try:
+            return int(blob)
+        except ValueError:
+            pass  # a float, or another number
+    return codec.decode(blob, types)
+
+
+_INT_START = frozenset(b"-0123456789"[i:i + 1] for i in range(11))
 
 
 _MISSING: Any = object()

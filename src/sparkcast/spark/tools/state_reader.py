@@ -39,6 +39,7 @@ from sparkcast.spark.state.backend import state_name
 from sparkcast.spark.state.blobs import blob_store_under, load_encoded, load_value
 from sparkcast.spark.state.compatibility import read_layout
 from sparkcast.spark.state.keyed_store import SubtaskStore
+from sparkcast.spark.state.store_backend import key_of, value_of
 from sparkcast.spark.tools.state_types import fit, spark_type
 
 ALL_PARTS = ("meta", "keyed", "broadcast")
@@ -139,9 +140,8 @@ def _from_store(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None,
                         if name == keyed_store.META:
                             _meta(seed, key.decode(), codec.decode(blob, types))
                         else:
-                            stored_key, value = codec.decode(blob, types)
                             seed.keyed.setdefault(name, []).append(
-                                (codec.hashable(stored_key), value))
+                                (key_of(key), value_of(blob, types)))
             finally:
                 store.close()
             for records in seed.keyed.values():
