@@ -29,6 +29,10 @@ SYSTEMS = {  # name -> (label, workloads, job)
                          {"op": "streamed", "mode": "element", "path": "operator"}),
     "foreachbatch": ("foreachBatch + re-read + broadcast var + mapInPandas", ("W1", "W2", "W4"),
                      {"op": "foreachbatch_streamed"}),
+    "streamed-main": ("sparkcast process_batch, result.main to noop", ("W1",),
+                      {"op": "streamed_main", "mode": "batch"}),
+    "foreachbatch-noop": ("foreachBatch + re-read + broadcast var + mapInPandas, noop sink",
+                          ("W1",), {"op": "foreachbatch_streamed", "write": "noop-sink"}),
     "tws": ("transformWithStateInPandas counter (Spark-native)", ("W3",),
             {"op": "tws_counter"}),
 }
