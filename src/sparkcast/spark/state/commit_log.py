@@ -20,6 +20,7 @@ import json
 import os
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame
@@ -148,8 +149,14 @@ def _hidden(relative: str) -> bool:
 
 
 def _qualified(path: str, relative: str) -> str:
-    """The file's URI as Spark's file sink writes it in its log."""
+    """The file's URI as Spark's file sink writes it in its log (Hadoop's ``Path.toUri``:
+    what a URI path may not hold is %-escaped, so an output folder with an escaped tag,
+    ``_output=late%2Fevents``, is logged as ``_output=late%252Fevents``)."""
     if storage.is_uri(path):
-        return storage.join(path.partition("?")[0], relative)
-    return "file://" + os.path.abspath(path) + "/" + relative
+        return storage.join(path.partition("?")[0], _quoted(relative))
+    return "file://" + _quoted(os.path.abspath(path) + "/" + relative)
+
+
+def _quoted(path: str) -> str:
+    return quote(path, safe="/-_.!~*'();:@&=+$,")
 
