@@ -38,7 +38,7 @@ from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corru
 from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
 from sparkcast.spark.execution.engines import plan_engine
 from sparkcast.spark.execution.stateless import StatelessRunner
-from sparkcast.spark.execution.values import collect_elements
+from sparkcast.spark.execution.values import collect_elements, collect_partitions
 from sparkcast.spark.layout import (
     BROADCAST_SIDE,
     CORRUPT_SIDE,
@@ -119,8 +119,7 @@ class MicroBatchOutputs:
         frame = batch.filter(F.col(SIDE) == BROADCAST_SIDE).select(*self.broadcast_columns)
         if partitions is None:
             return collect_elements(frame, self.plan.broadcast_fields)
-        rows = (batch.sparkSession.sparkContext.runJob(frame.rdd, list, partitions)
-                if partitions else [])
+        rows = collect_partitions(frame, partitions) if partitions else []
         return collect_elements(frame, self.plan.broadcast_fields, rows)
 
     def _broadcast_outputs(self, outputs: list[list[OutputRecord]]) -> list[pa.Table]:
