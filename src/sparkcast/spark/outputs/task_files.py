@@ -40,7 +40,7 @@ def file_layout(spark: SparkSession, tagged: T.StructType, format: str) -> FileL
     """How the tasks write the tagged frame ``tagged``'s files; None when Spark must."""
     codec = (spark.conf.get("spark.sql.parquet.compression.codec") or "snappy").lower()
     data = T.StructType([f for f in tagged.fields if f.name != TAG])
-    if format != "parquet" or codec not in CODECS or not _written_as_is(data):
+    if format.lower() != "parquet" or codec not in CODECS or not _written_as_is(data):
         return None
     return FileLayout.of(arrow_schema(data), data.json(), spark.version, codec)
 
