@@ -418,11 +418,27 @@ class Runner:
         return {"seconds": seconds, "build_seconds": build, "rows_in": rows_in,
                 "batches": len([p for p in query.recentProgress if p["numInputRows"]])}
 
+    def streamed_main(self, workload: str, n: int, mode: str, per_batch: int,
+                      parallelism: int = 2) -> dict:
+        """``result.main`` of the streamed inputs, as a user composes it with a sink of their
+        own: here Spark's ``noop`` sink (beside ``foreachbatch_streamed(write="noop-sink")``)."""
+        from sparkcast.spark import Stream
+
+        build = time.perf_counter()
+        events, updates = self._streamed_inputs(workload, n, per_batch)
+        cls, desc = FUNCTIONS[(workload, mode)]
+        result = Stream(events).connect(Stream(updates).broadcast(desc)).process(
+            cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
+        main = result.main
+        build = time.perf_counter() - build
+        return self._run_query(main, {"build_seconds": build, "path": result.plan.path})
+
     def foreachbatch_streamed(self, workload: str, n: int, per_batch: int,
                               write: str = "parquet") -> dict:
         """The hand-written job: per micro-batch, re-read the broadcast files up to this batch,
         fold the updates, make a broadcast variable, ``mapInPandas``, append Parquet
-        (``write="jdbc"``: ``df.write.jdbc`` into PostgreSQL; ``"noop"``: a no-op body)."""
+        (``write="jdbc"``: ``df.write.jdbc`` into PostgreSQL; ``"noop-sink"``: Spark's ``noop``
+        format; ``"noop"``: a no-op body)."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import _parse_datatype_string
 
@@ -445,7 +461,9 @@ class Runner:
             rows = rows.sort_values("_file", kind="stable").drop_duplicates(key, keep="last")
             bc = spark.sparkContext.broadcast(prepare(rows.drop(columns="_file")))
             out_df = batch_df.mapInPandas(lambda frames: body(frames, bc), schema)
-            if table is None:
+            if write == "noop-sink":
+                out_df.write.format("noop").mode("overwrite").save()
+            elif table is None:
                 out_df.write.mode("append").parquet(out)
             else:
                 out_df.write.jdbc(self.postgres.jdbc_url, table, mode="append",

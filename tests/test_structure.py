@@ -17,8 +17,9 @@ NAMEDTUPLE_API = frozenset({"_make", "_fields", "_asdict", "_replace", "_field_d
 # PySpark's handles on the JVM objects behind a DataFrame and a StreamingQuery (the way PySpark
 # itself and its users reach the Spark internals it does not wrap; spark/batch_sides.py), and
 # PySpark 4.2+'s only door to Spark's offline state repartition (spark/tools/rescale.py), and
-# the session's JVM gateway (the driver's JDBC connections, spark/outputs/jdbc.py)
-PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsq", "_streamingCheckpointManager", "_jvm"})
+# the session's JVM gateway (the driver's JDBC connections, spark/outputs/jdbc.py) and its
+# JavaSparkContext (a JVM job over chosen partitions, spark/execution/values.py)
+PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsc", "_jsq", "_streamingCheckpointManager", "_jvm"})
 
 
 def _private(name: str) -> bool:

@@ -15,11 +15,15 @@ from pathlib import Path
 
 import pytest
 from pyspark.serializers import CloudPickleSerializer
+from pyspark.sql.types import LongType
 
 from sparkcast.spark import Stream
+from sparkcast.spark.execution.encoding import tagged_schema
 from sparkcast.spark.execution.partitioned import PartitionedRunner
 from sparkcast.spark.execution.streamed import streamed_runner
+from sparkcast.spark.execution.task_writer import TaskWriter
 from sparkcast.spark.outputs.operators import operator_processor, stateless_runner
+from sparkcast.spark.outputs.task_files import file_layout
 from tests.spark.worker_function import RULES, Count, Enrich
 
 pytestmark = pytest.mark.spark
@@ -115,4 +119,22 @@ def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spa
         "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
         "sparkcast.spark.state.store_backend"}
     assert "sparkcast.spark.execution.processor" not in modules
+    assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
+
+
+def test_the_streamed_paths_task_writer_imports_the_runner_and_the_writer(spark, tmp_path):
+    (tmp_path / "events").mkdir()
+    (tmp_path / "rules").mkdir()
+    events = spark.readStream.schema("k string, n long").json(str(tmp_path / "events"))
+    rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
+    result = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
+        Enrich(), "k string, limit long")
+    layout = file_layout(spark, tagged_schema(result.plan.output_schema, LongType()), "parquet")
+    assert layout is not None
+    writer = TaskWriter(streamed_runner(result.plan, None), str(tmp_path / "staging"), layout)
+    modules = _imported_by_a_worker(writer, tmp_path)
+    assert _spark_modules(modules) == COMMON | STATE | {
+        "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.state.snapshots",
+        "sparkcast.spark.execution.task_writer"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]

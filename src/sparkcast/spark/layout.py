@@ -58,6 +58,17 @@ DEAD_LETTER_SCHEMA = ("callback string, error string, key string, value string, 
 """The dead letters' columns as a DDL string: ``ProcessResult.dead_letters``, and the
 ``dead_letters`` output that ``write_stream`` writes."""
 
+# Spark's escaping of a partition value in a folder name (``ExternalCatalogUtils``): these
+# characters become ``%XX``; a reader unescapes them
+_ESCAPED = frozenset([*map(chr, range(1, 32)), *'"#%\'*/:=?\\\x7f{[]^'])
+
+
+def output_folder(name: str) -> str:
+    """The folder of output ``name`` under ``write_stream``'s path, as Spark's
+    ``partitionBy(OUTPUT)`` names it (``_output=main``, ``_output=late%2Fevents``)."""
+    return OUTPUT + "=" + "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in name)
+
+
 # ---- files beside ``write_stream``'s data
 MANIFEST = "_sparkcast_outputs.json"  #: the outputs' schemas (``outputs/files.py``)
 PROGRESS_LOG = "_sparkcast_progress.jsonl"  #: one merged record per micro-batch

@@ -39,12 +39,12 @@ from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.core.scope import normal_key
 from sparkcast.core.seed import Seed, apply_seed
 from sparkcast.spark.execution.dead_letters import broadcast_letters_once
-from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
+from sparkcast.spark.execution.encoding import OutputEncoder
 from sparkcast.spark.execution.engines import cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.packing import in_order
 from sparkcast.spark.execution.routing import group_column, hash_columns
-from sparkcast.spark.execution.streamed import MicroBatchOutputs
+from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.values import converters, main_values
 from sparkcast.spark.layout import MAIN_SIDE, SEQ, SIDE, SUBTASK, TICK_SIDE, TS, main_column
 from sparkcast.spark.plan import ExecutionPath, RuntimePlan
@@ -82,8 +82,10 @@ class PartitionedOutputs(MicroBatchOutputs):
         if plan.initial_seeds and not checkpoint_files.committed_batches(checkpoint_location):
             write_seeds(plan, checkpoint_location, self.store_id)
 
-    def tagged(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
-               ) -> tuple[DataFrame, int]:
+    def parts(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
+              ) -> BatchParts:
+        """The batch's pieces: its main rows by subtask and the runner that applies them (the
+        tasks emit the driver's broadcast outputs too, so ``emitted`` is empty)."""
         plan = self.plan
         elements = self._elements(batch, partitions)
         snapshot, outputs = self.applier.apply(batch_id, elements)
@@ -95,11 +97,8 @@ class PartitionedOutputs(MicroBatchOutputs):
             elements if mode != NEVER else [], mode, self._encoded(outputs),
             (watermark, int(metadata.get("batchTimestampMs") or 0)),
             (self.store_location, self.store_id), self.layout)
-        output = tagged_schema(plan.output_schema, batch.schema[TS].dataType)
-        tagged = self._main(batch).mapInArrow(runner, output)
-        if self.corrupt:
-            tagged = tagged.unionByName(self._corrupt(batch))
-        return tagged, len(elements)
+        corrupt = self._corrupt(batch) if self.corrupt else None
+        return BatchParts(self._main(batch), runner, corrupt, [], len(elements))
 
     def _mode(self, elements: list[BroadcastElement]) -> str:
         options = self.plan.options

@@ -24,11 +24,13 @@ The planner (``planning/paths.py``) chooses this path only where results equal t
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine
@@ -37,7 +39,7 @@ from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corru
 from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
 from sparkcast.spark.execution.engines import plan_engine
 from sparkcast.spark.execution.stateless import StatelessRunner
-from sparkcast.spark.execution.values import collect_elements
+from sparkcast.spark.execution.values import collect_elements, collect_partitions
 from sparkcast.spark.layout import (
     BROADCAST_SIDE,
     CORRUPT_SIDE,
@@ -83,21 +85,34 @@ class MicroBatchOutputs:
                ) -> tuple[DataFrame, int]:
         """The batch's tagged frame, and how many broadcast elements the driver applied;
         ``partitions``: the batch's broadcast partitions (None: find the rows by filtering)."""
-        plan = self.plan
+        parts = self.parts(batch, batch_id, partitions)
+        tagged = parts.main.mapInArrow(parts.runner, self.output_type(batch))
+        if parts.corrupt is not None:
+            tagged = tagged.unionByName(parts.corrupt)
+        if parts.emitted:
+            assert self.plan.spark is not None
+            tagged = tagged.unionByName(self.plan.spark.createDataFrame(
+                pa.concat_tables(parts.emitted).to_pandas(), self.output_type(batch)))
+        return tagged, parts.applied
+
+    def parts(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
+              ) -> BatchParts:
+        """The pieces of the batch's tagged frame (``tagged`` puts them together; the task
+        writer, ``task_writer.py``, writes each where it is)."""
         side = F.col(SIDE)
         elements = self._elements(batch, partitions)
         file, outputs = self.applier.apply(batch_id, elements)
-        output = tagged_schema(plan.output_schema, batch.schema[TS].dataType)
-        tagged = batch.filter(side == MAIN_SIDE).select(*self.main_columns).mapInArrow(
-            streamed_runner(plan, file), output)
+        main = batch.filter(side == MAIN_SIDE).select(*self.main_columns)
+        corrupt = None
         if self.corrupt:
             bad = batch.filter(side == CORRUPT_SIDE).select(RAW, ERROR)
-            tagged = tagged.unionByName(corrupt_letters(bad, plan.output_schema,
-                                                        batch.schema[TS].dataType))
-        emitted = self._broadcast_outputs(outputs, output)
-        if emitted is not None:
-            tagged = tagged.unionByName(emitted)
-        return tagged, len(elements)
+            corrupt = corrupt_letters(bad, self.plan.output_schema, batch.schema[TS].dataType)
+        return BatchParts(main, streamed_runner(self.plan, file), corrupt,
+                          self._broadcast_outputs(outputs), len(elements))
+
+    def output_type(self, batch: DataFrame) -> StructType:
+        """The tagged frame's Spark schema for ``batch``."""
+        return tagged_schema(self.plan.output_schema, batch.schema[TS].dataType)
 
     def _elements(self, batch: DataFrame, partitions: list[int] | None
                   ) -> list[BroadcastElement]:
@@ -105,26 +120,33 @@ class MicroBatchOutputs:
         frame = batch.filter(F.col(SIDE) == BROADCAST_SIDE).select(*self.broadcast_columns)
         if partitions is None:
             return collect_elements(frame, self.plan.broadcast_fields)
-        rows = (batch.sparkSession.sparkContext.runJob(frame.rdd, list, partitions)
-                if partitions else [])
+        rows = collect_partitions(frame, partitions) if partitions else []
         return collect_elements(frame, self.plan.broadcast_fields, rows)
 
-    def _broadcast_outputs(self, outputs: list[list[OutputRecord]], schema: Any
-                           ) -> DataFrame | None:
+    def _broadcast_outputs(self, outputs: list[list[OutputRecord]]) -> list[pa.Table]:
         """What ``process_broadcast_element`` emitted, as every subtask of the operator path
-        emits it (its keyless dead letters once): ``outputs`` holds one list for every subtask
-        or one list per subtask."""
+        emits it (its keyless dead letters once), as tagged tables: ``outputs`` holds one list
+        for every subtask or one list per subtask."""
         if not any(outputs):
-            return None
-        plan = self.plan
+            return []
         tables = self.encoder.encode_tables(outputs[0], 0)
-        for subtask in range(1, plan.parallelism):
+        for subtask in range(1, self.plan.parallelism):
             emitted = outputs[subtask] if len(outputs) > 1 else outputs[0]
             tables += self.encoder.encode_tables(broadcast_letters_once(emitted), subtask)
-        if not tables:
-            return None
-        assert plan.spark is not None
-        return plan.spark.createDataFrame(pa.concat_tables(tables).to_pandas(), schema)
+        return tables
+
+
+@dataclass(frozen=True)
+class BatchParts:
+    """One micro-batch of the streamed path, before its tagged frame is put together."""
+
+    main: DataFrame  #: the main rows as the runner takes them (``_ts, m_0 …``)
+    #: the ``mapInArrow`` body, bound to the batch's snapshot (the streamed path's
+    #: ``StatelessRunner``, the partitioned path's ``PartitionedRunner``)
+    runner: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+    corrupt: DataFrame | None  #: malformed rows as tagged dead letters
+    emitted: list[pa.Table]  #: tagged outputs of ``process_broadcast_element``
+    applied: int  #: broadcast elements the driver applied
 
 
 class BroadcastApplier:

@@ -166,6 +166,20 @@ def collect_elements(frame: DataFrame, fields: tuple[str, ...],
             for value, row in zip(values, rows, strict=True)]
 
 
+def collect_partitions(frame: DataFrame, partitions: list[int]) -> list[Any]:
+    """The rows of ``partitions`` of ``frame`` by a JVM job, as ``DataFrame.collect`` gets them
+    (pickled in the JVM, read from PySpark's local socket): ``SparkContext.runJob`` over
+    ``frame.rdd`` would start a Python task per partition only to list its rows."""
+    from pyspark.serializers import BatchedSerializer, CPickleSerializer
+    from pyspark.util import _load_from_socket
+
+    context = frame.sparkSession.sparkContext
+    jvm: Any = context._jvm
+    sock = jvm.PythonRDD.runJob(context._jsc.sc(), frame._jdf.javaToPython(), partitions)
+    with _load_from_socket(sock, BatchedSerializer(CPickleSerializer())) as stream:
+        return list(stream)
+
+
 def convert_frame(frame: pd.DataFrame, found: dict[int, Convert]) -> pd.DataFrame:
     """The same for a ``process_batch`` frame: converted columns become object columns."""
     if not found or frame.empty:

@@ -24,6 +24,7 @@ Spark refuses two observations of one name with different plans in one query (se
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -32,7 +33,7 @@ from pyspark.sql import functions as F
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.monitoring.progress import CALLBACKS, OBSERVATION
 from sparkcast.spark.environment import is_connect
-from sparkcast.spark.layout import METRICS, PAYLOAD, TAG
+from sparkcast.spark.layout import MAIN, METRICS, PAYLOAD, TAG
 from sparkcast.spark.observe.listener import listen
 
 #: the subtasks' built-in counts summed in the observation (``core/batch_metrics.py``)
@@ -62,6 +63,50 @@ def observed_row(observation: Observation) -> dict[str, Any]:
     array and map columns (``subtask_reports``, ``outputs``) as Scala collections, py4j
     handles a JSON encoder cannot write; 4.1 and later convert them."""
     return {name: _python_value(value) for name, value in observation.get.items()}
+
+
+def counted_row(outputs: dict[str, int], letters: dict[str, int], first_letter: str | None,
+                reports: list[str]) -> dict[str, Any]:
+    """The row the observation gives (``_build_metric_columns``), from counts taken where the
+    rows were written (``execution/task_writer.py``): rows per output, dead letters per
+    callback, the least ``"callback: error"`` and the ``_metrics`` payloads."""
+    dead = outputs.get(DEAD_LETTERS.tag_id, 0)
+    side = sum(n for name, n in outputs.items() if name not in (MAIN, DEAD_LETTERS.tag_id, METRICS))
+    parsed = [_json_object(text) for text in reports]
+    row: dict[str, Any] = {
+        "main_rows": outputs.get(MAIN, 0), "side_output_rows": side, "dead_letters": dead,
+        **{f"dead_letters_{name}": letters.get(name, 0) for name in CALLBACKS},
+        "first_dead_letter": first_letter if dead else None}
+    for name, kind in SUMMED:
+        found = [_number(r.get(name), kind) for r in parsed]
+        present = [v for v in found if v is not None]
+        row[name] = sum(present) if present else None
+    latencies = [v for v in (_number(r.get("effect_latency_ms"), "double") for r in parsed)
+                 if v is not None]
+    row["effect_latency_ms"] = max(latencies) if latencies else None
+    row["outputs"] = _summed([r.get("outputs") for r in parsed])
+    row["user_counters"] = _summed([(r.get("user") or {}).get("counters") for r in parsed])
+    row["subtask_reports"] = list(reports)
+    return row
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    found = json.loads(text)
+    return found if isinstance(found, dict) else {}
+
+
+def _number(value: Any, kind: str) -> int | float | None:
+    if value is None or isinstance(value, (dict, list, str)):
+        return None
+    return int(value) if kind == "long" else float(value)
+
+
+def _summed(maps: list[Any]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for found in maps:
+        for name, value in (found if isinstance(found, dict) else {}).items():
+            total[name] = total.get(name, 0) + (int(value) if value is not None else 0)
+    return total
 
 
 def _python_value(value: Any) -> Any:

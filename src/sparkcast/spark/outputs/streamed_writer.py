@@ -20,12 +20,14 @@ from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.monitoring.progress import APPLIED_ONCE
 from sparkcast.spark.execution.batch_sides import query_of, side_partitions
 from sparkcast.spark.execution.partitioned import micro_batch_outputs
+from sparkcast.spark.execution.task_writer import FileLayout, Runner
 from sparkcast.spark.layout import BROADCAST_SIDE
-from sparkcast.spark.observe.listener import log, report_streamed, warning
+from sparkcast.spark.observe.listener import listen, log, report_streamed, warning
 from sparkcast.spark.observe.observation import observed, observed_row
 from sparkcast.spark.outputs.files import partitioned
+from sparkcast.spark.outputs.task_files import file_layout, write_in_tasks
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.state import checkpoint_files
+from sparkcast.spark.state import checkpoint_files, storage
 from sparkcast.spark.state.commit_log import CommitLog
 
 
@@ -44,6 +46,9 @@ class StreamedWriter:
                        or "10")
         self.log = CommitLog(path, interval)
         self.outputs = micro_batch_outputs(plan, checkpoint_location)
+        #: how the tasks write the files (None: Spark writes them), known at the first batch
+        self.layout: FileLayout | None = None
+        self.layout_known = False
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """``batch`` arrives as an opaque ``LogicalRDD``: each action recomputes it from the
@@ -68,6 +73,29 @@ class StreamedWriter:
 
     def _write(self, batch: DataFrame, batch_id: int, query: StreamingQuery | None,
                partitions: list[int] | None) -> None:
+        """The tasks write the files (``task_files.py``) where they can, else Spark does."""
+        assert self.plan.spark is not None
+        if not self.layout_known:  # found at the first batch: the schema and conf are fixed
+            self.layout = file_layout(self.plan.spark, self.outputs.output_type(batch),
+                                      self.format)
+            self.layout_known = True
+        layout = self.layout
+        if layout is None:
+            self._write_by_spark(batch, batch_id, query, partitions)
+            return
+        parts = self.outputs.parts(batch, batch_id, partitions)
+        staging = self.log.staging(batch_id)
+        storage.delete(staging)  # an interrupted attempt's files
+        frames: list[tuple[DataFrame, Runner | None]] = [(parts.main, parts.runner)]
+        if parts.corrupt is not None:
+            frames.append((parts.corrupt, None))
+        written = write_in_tasks(frames, parts.emitted, staging, layout)
+        self.log.commit(batch_id, staging, written.files)
+        listen(self.plan.spark)
+        self._report(query, batch_id, written.observed_row(), parts.applied)
+
+    def _write_by_spark(self, batch: DataFrame, batch_id: int, query: StreamingQuery | None,
+                        partitions: list[int] | None) -> None:
         tagged, applied = self.outputs.tagged(batch, batch_id, partitions)
         counts = Observation(f"sparkcast-{self.plan.pipeline_id}-{batch_id}")
         frame = partitioned(observed(tagged, counts, self.plan.spark))

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame
 
+from sparkcast.errors import SinkError
 from sparkcast.spark.layout import OUTPUT
 from sparkcast.spark.state import storage
 
@@ -55,13 +58,19 @@ class CommitLog:
     def stage(self, batch: int, frame: DataFrame, format: str) -> str:
         """Write ``frame`` where readers do not look; ``commit`` publishes it (the two halves of
         ``write``, for a writer that commits several sinks after staging all of them)."""
-        staging = storage.join(self.path, STAGING, str(batch))
+        staging = self.staging(batch)
         frame.write.format(format).partitionBy(OUTPUT).mode("overwrite").save(staging)
         return staging
 
-    def commit(self, batch: int, staging: str) -> None:
-        """Move the staged files of ``batch`` into the output and log them in one atomic file."""
-        entries = self._publish(batch, staging)
+    def staging(self, batch: int) -> str:
+        """Where micro-batch ``batch`` is written before ``commit`` (readers skip it)."""
+        return storage.join(self.path, STAGING, str(batch))
+
+    def commit(self, batch: int, staging: str, files: Iterable[str] | None = None) -> None:
+        """Move the staged files of ``batch`` into the output and log them in one atomic file;
+        ``files`` (paths under ``staging``): only these, the ones writers reported (a failed
+        task attempt may have left others)."""
+        entries = self._publish(batch, staging, None if files is None else set(files))
         compact = self._compacts(batch)
         if compact:
             entries = self._entries_since_compact(batch) + entries
@@ -86,25 +95,34 @@ class CommitLog:
                                 b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
         return filled
 
-    def _publish(self, batch: int, staging: str) -> list[dict[str, Any]]:
-        """Move the staged data files into the output; their log entries."""
+    def _publish(self, batch: int, staging: str, only: set[str] | None
+                 ) -> list[dict[str, Any]]:
+        """Move the staged data files (``only`` these, when given) into the output; their log
+        entries."""
         fs, root = storage.resolve(staging)
         _, target_root = storage.resolve(self.path)
         entries = []
+        moved: set[str] = set()
         for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
             relative = info.path[len(root):].lstrip("/")
-            if info.type != pafs.FileType.File or _hidden(relative):
+            if (info.type != pafs.FileType.File or _hidden(relative)
+                    or (only is not None and relative not in only)):
                 continue
             folder, _, file_name = relative.rpartition("/")
             target = f"{target_root}/{folder}/{batch}-{file_name}"
             fs.create_dir(target.rpartition("/")[0], recursive=True)
             fs.move(info.path, target)
-            moved = fs.get_file_info(target)
+            moved.add(relative)
+            done = fs.get_file_info(target)
             entries.append({"path": _qualified(self.path, f"{folder}/{batch}-{file_name}"),
-                            "size": moved.size, "isDir": False,
-                            "modificationTime": int(moved.mtime_ns // 1_000_000),
+                            "size": done.size, "isDir": False,
+                            "modificationTime": int(done.mtime_ns // 1_000_000),
                             "blockReplication": 1, "blockSize": _BLOCK_SIZE,
                             "action": "add"})
+        missing = sorted((only or set()) - moved)
+        if missing:
+            raise SinkError(f"micro-batch {batch}: files its writers reported are missing from "
+                            f"{staging}: {missing[:5]}")
         return entries
 
     def _compacts(self, batch: int) -> bool:
@@ -131,8 +149,14 @@ def _hidden(relative: str) -> bool:
 
 
 def _qualified(path: str, relative: str) -> str:
-    """The file's URI as Spark's file sink writes it in its log."""
+    """The file's URI as Spark's file sink writes it in its log (Hadoop's ``Path.toUri``:
+    what a URI path may not hold is %-escaped, so an output folder with an escaped tag,
+    ``_output=late%2Fevents``, is logged as ``_output=late%252Fevents``)."""
     if storage.is_uri(path):
-        return storage.join(path.partition("?")[0], relative)
-    return "file://" + os.path.abspath(path) + "/" + relative
+        return storage.join(path.partition("?")[0], _quoted(relative))
+    return "file://" + _quoted(os.path.abspath(path) + "/" + relative)
+
+
+def _quoted(path: str) -> str:
+    return quote(path, safe="/-_.!~*'();:@&=+$,")
 
