@@ -29,7 +29,7 @@ BIG = OutputTag("big", "id long, scaled double")
 MAIN_SCHEMA = "id long, user string, amount double, _corrupt_record string"
 FACTOR_SCHEMA = "name string, factor double"
 OUTPUT = "id long, scaled double"
-KINDS = ("streamed", "operator")
+KINDS = ("streamed", "operator", "partitioned")
 EVENTS = [
     [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(0, 30)],
     [{"id": 30, "user": "u", "amount": -1.0}, '{"id": 31, "user": "u',
@@ -93,10 +93,14 @@ def build(spark: Any, base: Path, kind: str) -> Any:
     events = Stream(read_stream(spark, MAIN_SCHEMA, base / "events"))
     factors = read_stream(spark, FACTOR_SCHEMA, base / "factors")
     function: Any = Scale()
-    if kind == "operator":
+    if kind != "streamed":
         events, function = events.key_by("user"), KeyedScale()
     result = events.connect(Stream(factors).broadcast(FACTORS)).process(
         function, OUTPUT, parallelism=3, side_outputs=[BIG])
+    if kind == "operator":  # the path keyed functions took before the partitioned one
+        from sparkcast.spark.plan import ExecutionPath
+
+        result.plan.path = ExecutionPath.OPERATOR
     assert result.plan.path == kind, result.plan.path
     return result
 

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkcast.spark import Stream, metrics_url
+from sparkcast.spark.plan import ExecutionPath
 from tests.spark.test_metrics import MODELS, Serve, _inputs
 
 pytestmark = pytest.mark.spark
@@ -27,6 +28,8 @@ def scrape(spark, tmp_path_factory):
     events, models = _inputs(spark, tmp_path)
     result = Stream(events).key_by("user").connect(Stream(models).broadcast(MODELS)).process(
         Serve(), "id long, version long", parallelism=2)
+    # the operator path: every subtask applies and reports each broadcast element
+    result.plan.path = ExecutionPath.OPERATOR
     query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
                                 trigger={"availableNow": True}, query_name="prom_q",
                                 metrics_port=0)
