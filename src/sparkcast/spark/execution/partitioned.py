@@ -38,7 +38,7 @@ from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.core.scope import normal_key
 from sparkcast.core.seed import Seed, apply_seed
-from sparkcast.spark.execution.dead_letters import broadcast_letters_once
+from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corrupt_letters
 from sparkcast.spark.execution.encoding import OutputEncoder
 from sparkcast.spark.execution.engines import cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
@@ -46,7 +46,18 @@ from sparkcast.spark.execution.packing import in_order
 from sparkcast.spark.execution.routing import group_column, hash_columns
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.values import converters, main_values
-from sparkcast.spark.layout import MAIN_SIDE, SEQ, SIDE, SUBTASK, TICK_SIDE, TS, main_column
+from sparkcast.spark.layout import (
+    CORRUPT_SIDE,
+    ERROR,
+    MAIN_SIDE,
+    RAW,
+    SEQ,
+    SIDE,
+    SUBTASK,
+    TICK_SIDE,
+    TS,
+    main_column,
+)
 from sparkcast.spark.plan import ExecutionPath, RuntimePlan
 from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
 from sparkcast.spark.state.compatibility import guard_subtask, layout_json, layout_of
@@ -123,9 +134,6 @@ class PartitionedOutputs(MicroBatchOutputs):
             self.partitions, SUBTASK)
 
     def _corrupt(self, batch: DataFrame) -> DataFrame:
-        from sparkcast.spark.execution.dead_letters import corrupt_letters
-        from sparkcast.spark.layout import CORRUPT_SIDE, ERROR, RAW
-
         bad = batch.filter(F.col(SIDE) == CORRUPT_SIDE).select(RAW, ERROR)
         return corrupt_letters(bad, self.plan.output_schema, batch.schema[TS].dataType)
 
