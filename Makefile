@@ -3,10 +3,25 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# the JVM parts, resolved by Maven from jvm/*/pom.xml into .jars/ (cached in ~/.m2)
+JARS   := .jars
+JARS_STAMP := $(JARS)/.resolved
+export SPARKCAST_JARS := $(CURDIR)/$(JARS)
 
 .PHONY: install test demo demo-postgres lint docs clean bench bench-quick bench-deps compat
 
-install: $(STAMP)
+install: $(STAMP) $(JARS_STAMP)
+
+# Spark's Kafka connector and Delta (spark.jars of the tests and demos), Kafka's broker (the
+# throwaway broker of the tests and `make demo-kafka`); fetched here, never while tests run
+$(JARS_STAMP): jvm/spark/pom.xml jvm/kafka-broker/pom.xml
+	@command -v mvn >/dev/null || (apt-get update -q && apt-get install -y -q maven)
+	@for part in spark kafka-broker; do \
+	  rm -rf $(JARS)/$$part && \
+	  mvn -q -B dependency:copy-dependencies -f jvm/$$part/pom.xml -DincludeScope=runtime \
+	      -DoutputDirectory=$(CURDIR)/$(JARS)/$$part || exit 1; \
+	done
+	@touch $(JARS_STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "sparkcast needs Python 3.11+"'

@@ -22,16 +22,19 @@ def spark() -> Iterator[Any]:
         "local[2]",
         "sparkcast-tests",
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-              "spark.driver.memory": "2g", **_jdbc_jars()},
+              "spark.driver.memory": "2g", **_jars()},
     )
     yield spark
     spark.stop()
 
 
-def _jdbc_jars() -> dict[str, str]:
-    """PostgreSQL's JDBC driver on the session's classpath, when installed (the sink tests)."""
+def _jars() -> dict[str, str]:
+    """PostgreSQL's JDBC driver (the sink tests), Spark's Kafka connector and Delta (the Kafka
+    and Delta tests; ``make install`` resolves them) on the session's classpath."""
+    from sparkcast.spark.launch.jars import with_spark_jars
+
     jar = Path("/usr/share/java/postgresql.jar")
-    return {"spark.jars": str(jar)} if jar.exists() else {}
+    return with_spark_jars({"spark.jars": str(jar)} if jar.exists() else {})
 
 
 def write_json_lines(directory: Path, name: str, rows: list[Any]) -> Path:

@@ -19,7 +19,7 @@ SRC = Path(sparkcast.__file__).parent
 #: The layers, lowest first: a module may import its own layer's modules (without a circle) and
 #: any lower layer's, never a higher one's. A module belongs to the first entry that prefixes it.
 LAYERS: list[tuple[str, ...]] = [
-    ("sparkcast.errors", "sparkcast.version"),
+    ("sparkcast.errors", "sparkcast.version", "sparkcast.jvm"),
     ("sparkcast.api",),
     ("sparkcast.core",),
     ("sparkcast.spark.layout",),  # pure names, which monitoring reads written outputs by

@@ -1,0 +1,38 @@
+"""Where the JVM parts are: the jars ``make install`` resolves with Maven into ``.jars/<part>``.
+
+``jvm/<part>/pom.xml`` names them (``spark``: Spark's Kafka connector and Delta; ``kafka-broker``:
+Kafka's own broker); the Makefile exports the folder as ``SPARKCAST_JARS``. Spark-free, so the
+throwaway broker (``sparkcast.testing.kafka``) finds its jars without PySpark.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from sparkcast.errors import MissingDependencyError
+
+#: the environment variable that names the folder (the Makefile exports it)
+JARS_VARIABLE = "SPARKCAST_JARS"
+_VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
+
+
+def jars_folder(part: str) -> Path:
+    """``.jars/<part>`` of ``$SPARKCAST_JARS``, else of this checkout; refused with the fix when
+    it holds no jar."""
+    base = os.environ.get(JARS_VARIABLE)
+    folder = Path(base) / part if base else Path(__file__).parents[2] / ".jars" / part
+    if not any(folder.glob("*.jar")):
+        raise MissingDependencyError(
+            f"no jars in {folder}: run `make install` (it resolves jvm/{part}/pom.xml with "
+            f"Maven into .jars/{part}), or set {JARS_VARIABLE} to a folder that holds "
+            f"{part}/*.jar")
+    return folder
+
+
+def artifact(jar: str | Path) -> str:
+    """A jar's artifact name without its version (``kafka-clients-3.9.2.jar``: kafka-clients)."""
+    name = Path(jar).name
+    match = _VERSIONED.match(name)
+    return match.group("artifact") if match else name.removesuffix(".jar")
