@@ -91,3 +91,18 @@ def postgres(postgres_cluster: Any, request: pytest.FixtureRequest) -> Any:
     name = "t_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:50]
     postgres_cluster.execute(f'DROP DATABASE IF EXISTS "{name}"', database="postgres")
     return postgres_cluster.create_database(name)
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Any]:
+    """One throwaway Kafka broker for the run (``sparkcast.testing.kafka``, KRaft, loopback);
+    tests make their own topics. Fails, never skips, when Java or the broker's jars are absent."""
+    from sparkcast.errors import MissingDependencyError
+    from sparkcast.testing.kafka import KafkaBroker
+
+    try:
+        broker = KafkaBroker()
+    except MissingDependencyError as error:
+        pytest.fail(f"these tests need a real Kafka broker: {error}", pytrace=False)
+    with broker:
+        yield broker

@@ -20,6 +20,10 @@ NAMEDTUPLE_API = frozenset({"_make", "_fields", "_asdict", "_replace", "_field_d
 # the session's JVM gateway (the driver's JDBC connections, spark/outputs/jdbc.py) and its
 # JavaSparkContext (a JVM job over chosen partitions, spark/execution/values.py)
 PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsc", "_jsq", "_streamingCheckpointManager", "_jvm"})
+# confluent-kafka's documented error codes for librdkafka's local errors carry a leading
+# underscore (KafkaError._PARTITION_EOF: a partition read to its end; _FENCED: a fenced producer)
+KAFKA_ERROR_CODES = frozenset({"_PARTITION_EOF", "_FENCED"})
+KNOWN_APIS = NAMEDTUPLE_API | PYSPARK_JVM_HANDLES | KAFKA_ERROR_CODES
 
 
 def _private(name: str) -> bool:
@@ -64,7 +68,7 @@ def violations(source: str, module: str) -> list[str]:
             owner = node.value
             if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
                 continue
-            if node.attr in own or node.attr in NAMEDTUPLE_API | PYSPARK_JVM_HANDLES:
+            if node.attr in own or node.attr in KNOWN_APIS:
                 continue
             found.append(f"{module}:{node.lineno} reads {ast.unparse(owner)}.{node.attr}")
     return found

@@ -7,10 +7,10 @@
 ...     "dead_letters": sinks.files("out/dead")})
 
 Every output needs a sink except the dead letters, which default to ``files`` beside the
-checkpoint. The guarantee of each sink is in docs/sinks.md: ``files`` and ``jdbc`` exactly once,
-``table`` at-least-once with a stable row id (Delta: idempotent), a user's own sink (any object
-with ``write(frame, output, batch_id)``, optionally ``check(output, schema, spark)``)
-at-least-once.
+checkpoint. The guarantee of each sink is in docs/sinks.md: ``files``, ``jdbc``, ``kafka`` (for
+``read_committed`` consumers) and ``delta`` exactly once, ``table`` at-least-once with a stable
+row id, a user's own sink (any object with ``write(frame, output, batch_id)``, optionally
+``check(output, schema, spark)``) at-least-once.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sparkcast.spark.outputs.targets import FilesSink, JdbcSink, Sink, TableSink
+from sparkcast.spark.outputs.kafka import KafkaSink
+from sparkcast.spark.outputs.targets import DeltaSink, FilesSink, JdbcSink, Sink, TableSink
 
-__all__ = ["FilesSink", "JdbcSink", "Sink", "TableSink", "files", "jdbc", "table"]
+__all__ = ["DeltaSink", "FilesSink", "JdbcSink", "KafkaSink", "Sink", "TableSink", "delta",
+           "files", "jdbc", "kafka", "table"]
 
 
 def files(path: str, format: str = "parquet") -> FilesSink:
@@ -30,13 +32,45 @@ def files(path: str, format: str = "parquet") -> FilesSink:
 
 
 def table(name: str | None = None, format: str | None = None,
-          options: Mapping[str, Any] | None = None, *, row_id: bool = True) -> TableSink:
+          options: Mapping[str, Any] | None = None, *, row_id: bool = True
+          ) -> TableSink | DeltaSink:
     """Append to a catalog table ``name`` or, with ``options={"path": ...}`` and no name, to any
-    Spark batch format (``format``: ``"parquet"``, ``"delta"``, ``"kafka"``, ...). At-least-once:
-    each row carries ``_sparkcast_batch`` and ``_sparkcast_row`` (stable across a replay) to
-    deduplicate on (``row_id=False`` leaves them out); Delta writes are idempotent instead
-    (``txnAppId``/``txnVersion``)."""
-    return TableSink(name, format, {k: str(v) for k, v in (options or {}).items()}, row_id)
+    Spark batch format (``format``: ``"parquet"``, ``"orc"``, ...). At-least-once: each row
+    carries ``_sparkcast_batch`` and ``_sparkcast_row`` (stable across a replay) to deduplicate
+    on (``row_id=False`` leaves them out). ``format="delta"`` is ``delta(...)``: exactly once."""
+    texts = {k: str(v) for k, v in (options or {}).items()}
+    if format == "delta":
+        path = texts.pop("path", None)
+        return DeltaSink(path=None if name else path, table=name, options=texts)
+    return TableSink(name, format, texts, row_id)
+
+
+def delta(path: str | None = None, *, table: str | None = None,
+          options: Mapping[str, Any] | None = None) -> DeltaSink:
+    """Append to the Delta table at ``path`` (or the catalog ``table``) exactly once, by Delta's
+    idempotent writes: every micro-batch's commit records ``txnAppId`` (the query and output)
+    and ``txnVersion`` (the batch), and Delta skips a replayed one. Needs Delta's jars and its
+    two session settings (docs/sinks.md)."""
+    return DeltaSink(path, table, {k: str(v) for k, v in (options or {}).items()})
+
+
+def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
+          options: Mapping[str, Any] | None = None, parallelism: int = 4,
+          marker_topic: str = "_sparkcast_markers",
+          transactional_id_prefix: str | None = None) -> KafkaSink:
+    """Produce each row to ``topic`` as a JSON object of its columns (``key``: the column whose
+    text is the record key), exactly once for consumers with ``isolation.level=read_committed``:
+    every micro-batch is written in ``parallelism`` Kafka transactions (one per part, rows split
+    by key), each with a marker on ``marker_topic`` that makes a replay skip what was committed.
+    ``options`` are librdkafka settings (``security.protocol``, ``sasl.*``, ...; Spark's
+    ``kafka.`` prefix accepted), never shown in a message. The topic must exist; the marker
+    topic is created (compacted) if it does not. ``parallelism`` cannot change for a checkpoint.
+
+    Like Flink's ``KafkaSink`` with ``DeliveryGuarantee.EXACTLY_ONCE``; readers that do not ask
+    for ``read_committed`` also see aborted attempts."""
+    return KafkaSink(bootstrap_servers, topic, key,
+                     {k: str(v) for k, v in (options or {}).items()}, parallelism, marker_topic,
+                     transactional_id_prefix)
 
 
 def jdbc(url: str, table: str, properties: Mapping[str, Any] | None = None, *,

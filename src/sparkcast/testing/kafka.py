@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -228,3 +229,51 @@ class KafkaBroker:
     def client_config(self, **extra: Any) -> dict[str, Any]:
         """Settings for a confluent-kafka client of this broker."""
         return {"bootstrap.servers": self.bootstrap, **extra}
+
+    def read(self, topic: str, committed: bool = True, timeout: float = 60.0
+             ) -> list[KafkaRecord]:
+        """Every record of ``topic`` from the start to its end, in each partition's order, as a
+        ``read_committed`` consumer sees them (``committed=False``: aborted ones too)."""
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+        consumer = Consumer(self.client_config(
+            **{"group.id": f"sparkcast-read-{uuid.uuid4()}", "enable.auto.commit": False,
+               "enable.partition.eof": True,
+               "isolation.level": "read_committed" if committed else "read_uncommitted"}))
+        try:
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            pending, records = set(partitions), []
+            deadline = time.monotonic() + timeout
+            while pending and time.monotonic() < deadline:
+                message: Any = consumer.poll(0.5)
+                if message is None:
+                    continue
+                error: Any = message.error()
+                if error is None:
+                    records.append(KafkaRecord.of(message))
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    pending.discard(message.partition())
+                else:
+                    raise RuntimeError(f"reading {topic!r}: {error.str()}")
+            if pending:
+                raise TimeoutError(f"{topic!r} was not read to its end in {timeout:.0f} s")
+            return records
+        finally:
+            consumer.close()
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    """One record as ``KafkaBroker.read`` returns it (key and value decoded as UTF-8)."""
+
+    key: str | None
+    value: str | None
+    partition: int
+    offset: int
+
+    @classmethod
+    def of(cls, message: Any) -> KafkaRecord:
+        key, value = message.key(), message.value()
+        return cls(None if key is None else key.decode(), None if value is None else
+                   value.decode(), message.partition(), message.offset())

@@ -6,10 +6,14 @@ the sinks that can hold it back:
 
 1. stage: files sinks write to their staging folder, JDBC sinks to their staging tables
    (``jdbc.py``); a sink that committed this batch before (a replay) is skipped;
-2. the other sinks (``table`` and the user's own) append their rows: at-least-once, each row
-   with a stable id (batch, row) to deduplicate on (Delta: ``txnAppId``/``txnVersion``);
-3. commit: one transaction per database moves every JDBC output's rows and records the batch
+2. Kafka sinks commit their parts, each with its marker (``kafka.py``): exactly once;
+3. the other sinks append their rows: Delta exactly once by its idempotent writes
+   (``txnAppId`` = query and output, ``txnVersion`` = batch, which Delta records in its log);
+   ``table`` and the user's own at-least-once, ``table`` with a stable row id (batch, row);
+4. commit: one transaction per database moves every JDBC output's rows and records the batch
    in its ledger; then each files sink publishes and logs its files.
+
+A kill anywhere replays the batch: what a sink committed, it recognises and skips.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from sparkcast.spark.outputs.jdbc import (
     execute,
     java_message,
 )
+from sparkcast.spark.outputs.kafka import KafkaSink, KafkaWriter
 from sparkcast.spark.outputs.sinks import TaggedOutputs, start_sink, write_files_manifest
 from sparkcast.spark.outputs.typed import output_names, schemas
 from sparkcast.spark.plan import RuntimePlan
@@ -72,7 +77,7 @@ class FilesSink:
 @dataclass(frozen=True)
 class TableSink:
     """``table(name, format, options)``: any Spark batch format or catalog table, appended to;
-    at-least-once with a row id (Delta: idempotent by ``txnAppId``/``txnVersion``)."""
+    at-least-once with a row id (``sinks.delta`` is Delta's exactly-once sink)."""
 
     name: str | None = None
     format: str | None = None
@@ -95,25 +100,62 @@ class TableSink:
             raise SinkError(f"output {output!r}, sink {self.describe()}: the table has no "
                             f"column {missing}; add them or write the output elsewhere")
 
-    def write(self, frame: DataFrame, output: str, batch_id: int, query_id: str = "") -> None:
-        if self.row_id and not self._idempotent():
+    def write(self, frame: DataFrame, output: str, batch_id: int) -> None:
+        if self.row_id:
             frame = frame.withColumn(ROW_BATCH, F.lit(batch_id)).withColumn(
                 ROW_ID, F.monotonically_increasing_id())
         writer = frame.write.mode("append")
         if self.format:
             writer = writer.format(self.format)
-        options = dict(self.options)
-        if self._idempotent():
-            options.setdefault("txnAppId", f"{query_id}-{output}")
-            options.setdefault("txnVersion", str(batch_id))
-        writer = writer.options(**options)
-        if self.name is not None:
-            writer.saveAsTable(self.name)
-        else:
-            writer.save()
+        _save(writer.options(**self.options), self.name)
 
-    def _idempotent(self) -> bool:
-        return self.format == "delta"
+
+@dataclass(frozen=True)
+class DeltaSink:
+    """``delta(path=..., table=...)``: appended exactly once by Delta's idempotent writes: each
+    micro-batch's commit carries ``txnAppId`` (query and output) and ``txnVersion`` (batch), and
+    Delta skips a write whose version its log already holds for that app id (a replay)."""
+
+    path: str | None = None
+    table: str | None = None
+    options: dict[str, str] = field(default_factory=dict, hash=False)
+
+    def describe(self) -> str:
+        return f"delta({self.table or self.path!r})"
+
+    def check(self, output: str, schema: StructType, spark: Any) -> None:
+        where = f"output {output!r}, sink {self.describe()}"
+        if (self.path is None) == (self.table is None):
+            raise SinkError(f"{where}: give exactly one of path and table")
+        if self.table is not None and spark.catalog.tableExists(self.table):
+            columns = spark.table(self.table).columns
+        elif self.path is not None and _is_delta(spark, self.path):
+            columns = spark.read.format("delta").load(self.path).columns
+        else:
+            return  # the first write creates it
+        missing = _missing(schema, columns)
+        if missing:
+            raise SinkError(f"{where}: the Delta table has no column {missing}; add them or "
+                            "write the output elsewhere")
+
+    def write(self, frame: DataFrame, output: str, batch_id: int, query_id: str) -> None:
+        writer = frame.write.format("delta").mode("append").options(
+            **{**self.options, "txnAppId": f"{query_id}-{output}", "txnVersion": str(batch_id)})
+        if self.table is None:
+            writer = writer.option("path", self.path)
+        _save(writer, self.table)
+
+
+def _save(writer: Any, table: str | None) -> None:
+    if table is not None:
+        writer.saveAsTable(table)
+    else:
+        writer.save()
+
+
+def _is_delta(spark: Any, path: str) -> bool:
+    jvm = spark._jvm
+    return bool(jvm.io.delta.tables.DeltaTable.isDeltaTable(spark._jsparkSession, path))
 
 
 @dataclass(frozen=True)
@@ -187,6 +229,10 @@ class JdbcSink:
                 f"= ? AND {database.quote(BATCH_COLUMN)} = ?", query_id, batch_id)
 
 
+#: the sinks ``sparkcast.sinks`` builds
+BUILT_IN = (FilesSink, TableSink, JdbcSink, KafkaSink, DeltaSink)
+
+
 def _missing(schema: StructType, columns: list[str]) -> list[str]:
     have = {c.lower() for c in columns}
     return [n for n in schema.fieldNames() if n.lower() not in have]
@@ -206,10 +252,10 @@ def normalise(sinks: dict[Any, Any], names: list[str], default_letters: str) -> 
         if name not in names:
             raise PipelineError(f"sinks names output {name!r}, which this pipeline does not "
                                 f"have; its outputs are {names}")
-        if not isinstance(sink, (FilesSink, TableSink, JdbcSink)) and not isinstance(sink, Sink):
+        if not isinstance(sink, BUILT_IN) and not isinstance(sink, Sink):
             raise PipelineError(f"the sink of output {name!r} is a {type(sink).__name__}; use "
-                                "sparkcast.sinks.files/table/jdbc or an object with "
-                                "write(frame, output, batch_id)")
+                                "sparkcast.sinks.files/jdbc/kafka/delta/table or an object "
+                                "with write(frame, output, batch_id)")
         result[name] = sink
     result.setdefault(names[-1], FilesSink(default_letters))
     missing = [n for n in names if n not in result]
@@ -239,6 +285,7 @@ class SinkWriter:
                             or "10")
         self.files: dict[FilesSink, list[str]] = {}
         self.jdbc: dict[tuple[str, str, str], list[tuple[str, JdbcSink]]] = {}
+        self.kafka: list[tuple[str, KafkaSink]] = []
         self.direct: list[tuple[str, Any]] = []
         for name, sink in sinks.items():
             if isinstance(sink, FilesSink):
@@ -246,8 +293,11 @@ class SinkWriter:
             elif isinstance(sink, JdbcSink):
                 group = (sink.url, repr(sorted(sink.properties.items())), sink.ledger)
                 self.jdbc.setdefault(group, []).append((name, sink))
+            elif isinstance(sink, KafkaSink):
+                self.kafka.append((name, sink))
             else:
                 self.direct.append((name, sink))
+        self._kafka_writer: KafkaWriter | None = None
         self._query_id: str | None = None
 
     @property
@@ -261,6 +311,8 @@ class SinkWriter:
     def __call__(self, tagged: DataFrame, frames: dict[str, DataFrame], batch_id: int) -> None:
         files = self._stage_files(tagged, batch_id)
         databases = self._stage_jdbc(frames, batch_id)
+        for name, sink in self.kafka:
+            self._write_kafka(name, sink, frames[name], batch_id)
         for name, sink in self.direct:
             self._write(name, sink, frames[name], batch_id)
         for database, group in databases:
@@ -322,9 +374,18 @@ class SinkWriter:
         except Exception as error:
             raise _failed([n for n, _ in group], group[0][1], error) from error
 
+    def _write_kafka(self, name: str, sink: KafkaSink, frame: DataFrame, batch_id: int
+                     ) -> None:
+        if self._kafka_writer is None:
+            self._kafka_writer = KafkaWriter(self.query_id)
+        try:
+            self._kafka_writer.write(sink, name, frame, batch_id)
+        except Exception as error:
+            raise _failed([name], sink, error) from error
+
     def _write(self, name: str, sink: Any, frame: DataFrame, batch_id: int) -> None:
         try:
-            if isinstance(sink, TableSink):
+            if isinstance(sink, DeltaSink):
                 sink.write(frame, name, batch_id, self.query_id)
             else:
                 sink.write(frame, name, batch_id)
@@ -334,8 +395,9 @@ class SinkWriter:
 
 def _failed(names: list[str], sink: Any, error: BaseException) -> SinkError:
     return SinkError(f"outputs {names}, sink {describe(sink)}: writing the micro-batch failed "
-                     f"({java_message(error)}); nothing of it was committed to the exactly-once "
-                     "sinks; fix the cause and restart from the same checkpoint")
+                     f"({java_message(error)}); fix the cause and restart from the same "
+                     "checkpoint: the batch is replayed, and the exactly-once sinks skip what "
+                     "they committed of it")
 
 
 def start(outputs: TaggedOutputs, sinks: dict[Any, Any], checkpoint_location: str,

@@ -1,0 +1,216 @@
+"""The task side of the exactly-once Kafka sink: one Kafka transaction per part of a micro-batch.
+
+A part's rows and its marker record go to Kafka in ONE transaction of a producer whose
+``transactional.id`` belongs to the part (``<prefix>-<output>-<part>``), so:
+
+* the rows become visible to ``read_committed`` consumers together with the marker that says
+  "part p of batch N is in", or neither does;
+* a new producer of the same id fences every older one (``init_transactions``): a zombie
+  attempt, on any host, can no longer commit, and its open transaction is aborted;
+* a retried task (``attemptNumber() > 0``) first reads the markers and skips a part that an
+  earlier attempt committed; the driver does the same once per run (``kafka.py``).
+
+Producers are kept per worker process between micro-batches (Python workers are reused), so a
+part pays ``init_transactions`` once, not per batch. This module is what the tasks unpickle:
+it imports confluent-kafka and pyarrow only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcast.errors import MissingDependencyError, SinkError
+
+#: seconds a read of the markers may wait for open transactions of other parts to end
+MARKER_WAIT = 120.0
+#: librdkafka's own log lines (a broker that went away, retries) go to Python's logging here,
+#: not to the worker's stderr; its errors surface as exceptions where they matter
+LOG = logging.getLogger("sparkcast.kafka")
+_PRODUCERS: dict[str, Any] = {}
+
+
+def client() -> Any:
+    """confluent-kafka, or the error that names the extra to install."""
+    try:
+        import confluent_kafka
+    except ImportError as error:
+        raise MissingDependencyError(
+            "the Kafka sink needs confluent-kafka: pip install 'sparkcast[kafka]'") from error
+    return confluent_kafka
+
+
+def librdkafka_settings(options: dict[str, str]) -> dict[str, Any]:
+    """The user's client settings; Spark's ``kafka.`` prefix (as on Spark's Kafka source) is
+    accepted and dropped. librdkafka's log lines go to the ``sparkcast.kafka`` logger."""
+    return {"logger": LOG, **{key.removeprefix("kafka."): value for key, value in
+                              options.items()}}
+
+
+def marker_key(prefix: str, output: str, part: int) -> str:
+    return f"{prefix}/{output}/{part}"
+
+
+def read_markers(settings: dict[str, Any], topic: str) -> dict[str, dict[str, int]]:
+    """The newest committed marker (``batch``, ``parts``) of every key in ``topic``, read with
+    ``read_committed``."""
+    kafka = client()
+    consumer = kafka.Consumer({**settings, "group.id": f"sparkcast-markers-{uuid.uuid4()}",
+                               "isolation.level": "read_committed",
+                               "enable.auto.commit": False, "enable.partition.eof": True,
+                               "auto.offset.reset": "earliest"})
+    try:
+        found = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING) for p in found])
+        return _consume_markers(consumer, kafka, set(found))
+    finally:
+        consumer.close()
+
+
+def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
+                     ) -> dict[str, dict[str, int]]:
+    markers: dict[str, dict[str, int]] = {}
+    deadline = time.monotonic() + MARKER_WAIT
+    while pending:
+        if time.monotonic() > deadline:
+            raise SinkError(f"the Kafka sink's markers were not readable to their end in "
+                            f"{MARKER_WAIT:.0f} s (an open transaction of another writer?)")
+        message = consumer.poll(1.0)
+        if message is None:
+            continue
+        error = message.error()
+        if error is not None:
+            if error.code() == kafka.KafkaError._PARTITION_EOF:
+                pending.discard(message.partition())
+                continue
+            raise SinkError(f"reading the Kafka sink's markers failed: {error.str()}")
+        if message.key() is not None and message.value() is not None:
+            record = json.loads(message.value())
+            key = message.key().decode()
+            if int(record["batch"]) >= markers.get(key, {}).get("batch", -1):
+                markers[key] = {"batch": int(record["batch"]), "parts": int(record["parts"])}
+    return markers
+
+
+def producer(settings: dict[str, Any], transactional_id: str, fresh: bool = False) -> Any:
+    """This worker's producer of ``transactional_id``, initialised (which fences older ones)."""
+    if not fresh and transactional_id in _PRODUCERS:
+        return _PRODUCERS[transactional_id]
+    _PRODUCERS.pop(transactional_id, None)
+    made = client().Producer({"linger.ms": 5, "transaction.timeout.ms": 60000, **settings,
+                              "transactional.id": transactional_id})
+    made.init_transactions(60)
+    _PRODUCERS[transactional_id] = made
+    return made
+
+
+def fence(settings: dict[str, Any], transactional_id: str) -> None:
+    """Abort whatever transaction an earlier producer of the id left open (a producer that
+    initialises the id does; it is not kept: the tasks make their own)."""
+    _PRODUCERS.pop(transactional_id, None)
+    client().Producer({**settings, "transactional.id": transactional_id}).init_transactions(60)
+
+
+@dataclass(frozen=True)
+class PartWriter:
+    """``mapInArrow``'s function: one part of one output's micro-batch into its topic."""
+
+    settings: dict[str, Any]
+    topic: str
+    marker_topic: str
+    prefix: str
+    output: str
+    batch_id: int
+    parts: int
+    committed: frozenset[int]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        rows = [b for b in batches if b.num_rows]
+        written = 0
+        if rows and not self._committed(part, context):
+            written = self._write(part, rows)
+        yield pa.RecordBatch.from_pydict({"part": [part], "records": [written]},
+                                         schema=pa.schema([("part", pa.int32()),
+                                                           ("records", pa.int64())]))
+
+    def _committed(self, part: int, context: Any) -> bool:
+        if part in self.committed:
+            return True
+        if context is None or context.attemptNumber() == 0:
+            return False
+        fence(self.settings, self._transactional_id(part))  # the earlier attempt cannot commit
+        markers = read_markers(self.settings, self.marker_topic)
+        marker = markers.get(marker_key(self.prefix, self.output, part), {})
+        return marker.get("batch", -1) >= self.batch_id
+
+    def _transactional_id(self, part: int) -> str:
+        return f"{self.prefix}-{self.output}-{part}"
+
+    def _write(self, part: int, batches: list[pa.RecordBatch]) -> int:
+        transactional_id = self._transactional_id(part)
+        for attempt in (0, 1):
+            kafka_producer = producer(self.settings, transactional_id, fresh=attempt > 0)
+            try:
+                return self._transaction(kafka_producer, part, batches)
+            except client().KafkaException as error:
+                _PRODUCERS.pop(transactional_id, None)
+                if attempt or not _fenced(error):
+                    raise SinkError(f"output {self.output!r}, Kafka topic {self.topic!r}: "
+                                    f"writing part {part} of micro-batch {self.batch_id} "
+                                    f"failed ({error.args[0].str()}); its transaction was "
+                                    "aborted") from error
+        raise AssertionError("unreachable")
+
+    def _transaction(self, kafka_producer: Any, part: int, batches: list[pa.RecordBatch]
+                     ) -> int:
+        kafka_producer.begin_transaction()
+        try:
+            count = 0
+            for batch in batches:
+                keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
+                for key, value in zip(keys, values, strict=True):
+                    _produce(kafka_producer, self.topic, key, value)
+                count += batch.num_rows
+            marker = json.dumps({"batch": self.batch_id, "parts": self.parts})
+            _produce(kafka_producer, self.marker_topic,
+                     marker_key(self.prefix, self.output, part), marker)
+            kafka_producer.commit_transaction(120)
+            return count
+        except BaseException:
+            _abort(kafka_producer)
+            raise
+
+
+def _produce(kafka_producer: Any, topic: str, key: str | None, value: str | None) -> None:
+    while True:
+        try:
+            kafka_producer.produce(topic, value=value, key=key)
+            return
+        except BufferError:  # the local queue is full: let deliveries drain it
+            kafka_producer.poll(0.05)
+
+
+def _abort(kafka_producer: Any) -> None:
+    try:
+        kafka_producer.abort_transaction(60)
+    except Exception:  # a fenced or fatal producer cannot abort; fencing aborts for it
+        pass
+
+
+def _fenced(error: Any) -> bool:
+    """A producer another attempt fenced (or made fatal): a fresh one may go on."""
+    kafka_error = error.args[0] if error.args else None
+    return bool(kafka_error is not None and (kafka_error.fatal() or kafka_error.code() in (
+        client().KafkaError._FENCED, client().KafkaError.PRODUCER_FENCED,
+        client().KafkaError.INVALID_PRODUCER_EPOCH)))

@@ -1,0 +1,227 @@
+"""``sinks.kafka`` on a REAL Kafka broker (``sparkcast.testing.kafka``): every output of the sink
+pipelines (keyed and not) reaches its topic exactly once for a ``read_committed`` consumer, equal
+to the harness, across a replayed batch that Kafka had committed, beside an aborted transaction a
+killed writer left open, and mixed with the other sinks in one query. The SIGKILL tests are in
+``test_kafka_faults.py``; ``sinks.delta`` is tested here too.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from pyspark.errors import StreamingQueryException
+
+from sparkcast import sinks
+from sparkcast.errors import SinkError
+from sparkcast.spark import read_output
+from tests.spark import sink_pipeline as pipeline
+from tests.spark.differential import read_stream, write_batch_file
+
+pytestmark = pytest.mark.spark
+
+
+def _topics(broker, name):
+    """One topic per output (3 partitions each), named for the test."""
+    topics = {output: f"{name}-{output}" for output in pipeline.TABLES}
+    for topic in topics.values():
+        broker.create_topic(topic, partitions=3)
+    return topics
+
+
+def _kafka_sinks(broker, topics, **extra):
+    return {output: sinks.kafka(broker.bootstrap, topic, parallelism=3, **extra)
+            for output, topic in topics.items()}
+
+
+def _rows(broker, topics, committed=True):
+    """``{output: Counter(rows)}`` as ``pipeline.expected`` counts them."""
+    found = {}
+    for output, topic in topics.items():
+        values = [json.loads(r.value) for r in broker.read(topic, committed)]
+        found[output] = Counter(pipeline.letter_key(v) if output == "dead_letters"
+                                else (v["id"], v["scaled"]) for v in values)
+    return found
+
+
+def _run(result, base, chosen):
+    query = result.write_stream(checkpoint_location=str(base / "checkpoint"), sinks=chosen,
+                                trigger={"availableNow": True})
+    try:
+        query.awaitTermination()
+    except StreamingQueryException:
+        pass  # a failing sink's test reads it from query.exception()
+    return query
+
+
+def _forget_last_commit(base: Path) -> int:
+    """Drop Spark's commit of the last batch: the restart replays a batch Kafka committed, as
+    after a kill between the two commits."""
+    commits = base / "checkpoint" / "commits"
+    last = max(int(n.name) for n in commits.iterdir() if n.name.isdigit())
+    (commits / str(last)).unlink()
+    (commits / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+@pytest.mark.parametrize("kind", ["streamed", "partitioned"])
+def test_every_output_once_across_a_replay_of_a_committed_batch(spark, tmp_path, kafka_broker,
+                                                                 kind):
+    topics = _topics(kafka_broker, f"replay-{kind}")
+    chosen = _kafka_sinks(kafka_broker, topics)
+    pipeline.write_inputs(tmp_path, [0, 1])
+    _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    assert _rows(kafka_broker, topics) == pipeline.expected(kind, 2)
+
+    replayed = _forget_last_commit(tmp_path)
+    pipeline.write_inputs(tmp_path, [2, 3])
+    query = _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    assert query.exception() is None
+    assert replayed == 1
+    assert _rows(kafka_broker, topics) == pipeline.expected(kind)
+
+
+def test_one_keys_records_keep_their_order_in_one_partition(spark, tmp_path, kafka_broker):
+    """Rows are split into parts by key: a key's records, across micro-batches, arrive in one
+    Kafka partition in the order they were emitted (a per-key counter that grows by one), and
+    the whole equals the harness."""
+    from sparkcast.spark import Stream
+    from tests.spark import fault_pipeline as counter
+
+    kafka_broker.create_topic("ordered", partitions=3)
+    for index in range(counter.EVENT_FILES):
+        write_batch_file(tmp_path / "events", index, counter.events(index))
+        write_batch_file(tmp_path / "rules", index,
+                         counter.rules(index) if index < counter.RULE_FILES else [])
+    main = read_stream(spark, counter.EVENTS_SCHEMA, tmp_path / "events")
+    rules = read_stream(spark, counter.RULES_SCHEMA, tmp_path / "rules")
+    result = Stream(main).key_by("k").connect(Stream(rules).broadcast(counter.RULES)).process(
+        counter.Ledger(), counter.OUTPUT, parallelism=3, event_time="ts")
+    _run(result, tmp_path, {"main": sinks.kafka(kafka_broker.bootstrap, "ordered", key="k",
+                                                parallelism=3),
+                            "dead_letters": sinks.files(str(tmp_path / "letters"))})
+    records = kafka_broker.read("ordered")
+    counts: dict[str, list[int]] = {}
+    partitions: dict[str, set[int]] = {}
+    for record in records:
+        counts.setdefault(record.key, []).append(json.loads(record.value)["n"])
+        partitions.setdefault(record.key, set()).add(record.partition)
+    assert len(counts) == 9 and all(len(p) == 1 for p in partitions.values())
+    assert all(n == list(range(1, len(n) + 1)) for n in counts.values())
+    want, _ = counter.expected("partitioned")
+    fields = [f.split()[0] for f in counter.OUTPUT.split(", ")]
+    got = Counter(tuple(json.loads(r.value)[f] for f in fields) for r in records)
+    assert got == want
+
+
+def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, tmp_path,
+                                                                         kafka_broker):
+    """A writer of part 0 died inside its transaction (rows produced, never committed): the
+    next run fences its id, so a ``read_committed`` consumer never sees those rows and is not
+    held back by them; an uncommitted read shows they were there."""
+    topics = _topics(kafka_broker, "aborted")
+    chosen = _kafka_sinks(kafka_broker, topics, transactional_id_prefix="aborted-test")
+    zombie = Producer(kafka_broker.client_config(**{"transactional.id": "aborted-test-main-0"}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    for i in range(5):
+        zombie.produce(topics["main"], value=json.dumps({"id": -i, "scaled": -1.0}))
+    zombie.flush(30)
+    pipeline.write_inputs(tmp_path)
+    query = _run(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    assert query.exception() is None
+    assert _rows(kafka_broker, topics) == pipeline.expected("partitioned")
+    everything = [json.loads(r.value)["id"] for r in kafka_broker.read(topics["main"], False)]
+    assert sorted(i for i in everything if i <= 0 and i != 0) == [-4, -3, -2, -1]
+
+
+def test_kafka_delta_files_and_a_users_sink_in_one_query(spark, tmp_path, kafka_broker):
+    """Kafka and Delta beside ``files`` and a user's sink: each exactly once (the user's
+    at-least-once) across a replay of the last batch."""
+    topics = _topics(kafka_broker, "mixed")
+    seen: list[int] = []
+
+    class Counting:
+        def write(self, frame, output, batch_id):
+            seen.append(batch_id)
+
+    chosen = {"main": sinks.kafka(kafka_broker.bootstrap, topics["main"]),
+              "big": sinks.delta(str(tmp_path / "big-delta")),
+              "dead_letters": sinks.files(str(tmp_path / "letters"))}
+    pipeline.write_inputs(tmp_path, [0, 1, 2])
+    _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    _forget_last_commit(tmp_path)
+    pipeline.write_inputs(tmp_path, [3])
+    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+                 {**chosen, "dead_letters": Counting()})
+    assert query.exception() is None
+    want = pipeline.expected("streamed")
+    assert _rows(kafka_broker, {"main": topics["main"]})["main"] == want["main"]
+    delta = spark.read.format("delta").load(str(tmp_path / "big-delta"))
+    assert Counter(tuple(r) for r in delta.collect()) == want["big"]
+    assert seen == [2, 3]  # the replayed batch 2 reached the at-least-once sink again
+    letters = read_output(spark, str(tmp_path / "letters"), "dead_letters").collect()
+    assert len(letters) > 0
+
+
+def test_delta_skips_a_replayed_batch_it_committed(spark, tmp_path):
+    """Delta's own idempotent writes: the replayed batch's commit carries the same
+    ``txnAppId``/``txnVersion``, and Delta writes it once."""
+    pipeline.write_inputs(tmp_path, [0, 1])
+    chosen = {name: sinks.delta(str(tmp_path / f"delta-{name}")) for name in pipeline.TABLES}
+    _run(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    _forget_last_commit(tmp_path)
+    pipeline.write_inputs(tmp_path, [2])
+    _run(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    want = pipeline.expected("partitioned", 3)
+    main = spark.read.format("delta").load(str(tmp_path / "delta-main")).collect()
+    assert Counter(tuple(r) for r in main) == want["main"]
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'delta-main'}`").collect()
+    assert len(history) == 3  # batches 0, 1, 2: the replay of 1 added no version
+
+
+def test_sinks_are_checked_before_the_query_starts(spark, tmp_path, kafka_broker):
+    result = pipeline.build(spark, tmp_path, "streamed")
+    letters = {"dead_letters": sinks.files(str(tmp_path / "letters")),
+               "big": sinks.files(str(tmp_path / "letters"))}
+    with pytest.raises(SinkError, match="topic 'no-such-topic' does not exist"):
+        result.write_stream(checkpoint_location=str(tmp_path / "c1"), sinks={
+            **letters, "main": sinks.kafka(kafka_broker.bootstrap, "no-such-topic")})
+    kafka_broker.create_topic("checked")
+    with pytest.raises(SinkError, match="key column 'user' is not a column"):
+        result.write_stream(checkpoint_location=str(tmp_path / "c2"), sinks={
+            **letters, "main": sinks.kafka(kafka_broker.bootstrap, "checked", key="user")})
+
+
+def test_a_secret_in_the_options_never_shows_in_an_error(spark, tmp_path, kafka_broker):
+    """SASL settings pass through to the producers; a failure names the sink, never them."""
+    kafka_broker.create_topic("secret")
+    result = pipeline.build(spark, tmp_path, "streamed")
+    secret = "hunter2-s3cr3t"
+    sink = sinks.kafka(kafka_broker.bootstrap, "secret", options={
+        "kafka.security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.username": "app", "sasl.password": secret, "socket.timeout.ms": "3000",
+        "message.timeout.ms": "5000"})
+    assert secret not in repr(sink) and secret not in sink.describe()
+    with pytest.raises(SinkError) as refused:
+        result.write_stream(checkpoint_location=str(tmp_path / "c"), sinks={
+            "main": sink, "big": sinks.files(str(tmp_path / "o")),
+            "dead_letters": sinks.files(str(tmp_path / "o"))})
+    assert secret not in str(refused.value)
+
+
+def test_a_checkpoint_keeps_its_parallelism(spark, tmp_path, kafka_broker):
+    topics = _topics(kafka_broker, "parts")
+    pipeline.write_inputs(tmp_path, [0])
+    _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+         _kafka_sinks(kafka_broker, topics))
+    pipeline.write_inputs(tmp_path, [1])
+    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+        output: sinks.kafka(kafka_broker.bootstrap, topic, parallelism=2)
+        for output, topic in topics.items()})
+    assert "keep the parallelism the checkpoint started with" in str(query.exception())
+    shutil.rmtree(tmp_path / "checkpoint")
