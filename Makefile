@@ -8,7 +8,7 @@ JARS   := .jars
 JARS_STAMP := $(JARS)/.resolved
 export SPARKCAST_JARS := $(CURDIR)/$(JARS)
 
-.PHONY: install test demo demo-postgres lint docs clean bench bench-quick bench-deps compat
+.PHONY: install test demo demo-postgres lint docs clean bench bench-quick bench-kafka bench-deps compat
 
 install: $(STAMP) $(JARS_STAMP)
 
@@ -76,6 +76,9 @@ bench-deps: $(BENCH_STAMP) $(FLINK_STAMP)
 bench: bench-deps  ## every workload and system and the scale curves, ~60 min; run on a quiet machine
 	$(PY) benchmarks/run.py --mode full
 
+bench-kafka: bench-deps  ## Kafka in and out on a throwaway broker (throughput ratios, update latency), ~10 min; writes its section of docs/benchmarks.md
+	$(PY) benchmarks/kafka.py --mode full --write
+
 bench-quick: bench-deps  ## the same at small sizes, ~6 min (no scale curves: add --scale); prints the table, leaves docs/ alone
 	$(PY) benchmarks/run.py --mode quick
 
@@ -86,4 +89,4 @@ compat: install
 	$(PY) compat/run.py --python $(PYTHON)
 
 clean:
-	rm -rf $(VENV) .pytest_cache build dist site src/*.egg-info
+	rm -rf $(VENV) $(JARS) .pytest_cache build dist site src/*.egg-info
