@@ -17,7 +17,7 @@ class OutputTag:
     it: a Spark DDL string such as ``"id string, reason string"``, or PyFlink's type argument
     (``Types.ROW_NAMED([...], [...])``, ``Types.ROW``, ``Types.LIST``, a basic ``Types.*``);
     ``Types.PICKLED_BYTE_ARRAY()`` gives one column ``value`` of each value's codec text
-    (``codec`` is then True; ``sparkcast.decode_output`` turns it back into objects).
+    (``codec`` is then True; ``sparkcast.spark.decode_output`` turns it back into objects).
 
     Examples:
         >>> REVIEW = OutputTag("review", "tx_id string, rule string")
