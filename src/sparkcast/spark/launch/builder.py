@@ -100,7 +100,7 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) 
     # the streams manager registers Spark's state store coordinator, which RocksDB state reports
     # to: a batch frame's operator (transformWithState) in a session that started no stream yet
     # fails without it ("Cannot find endpoint: StateStoreCoordinator")
-    spark._jsparkSession.streams()
+    _ = spark.streams
     return spark
 
 
