@@ -101,6 +101,12 @@ def test_objects_map_to_columns_by_field_name_nested_structs_included():
     assert h.dead_letters() == []
 
 
+def test_a_namedtuple_of_other_field_names_fits_by_position_as_a_tuple():
+    h = harness("a double, b string")
+    h.process_element([Pair(1.0, "u")])
+    assert h.output() == [(1.0, "u")] and h.dead_letters() == []
+
+
 def test_an_object_missing_a_field_is_a_dead_letter_naming_it():
     side = OutputTag("unprocessed", "user string, amount double, inner struct<x: long>")
     h = harness("user string, amount double", [side])
@@ -134,3 +140,11 @@ def test_pickled_byte_array_outputs_are_codec_text_that_reads_back_as_objects():
     text = encode_output(event)
     assert decode_output(text, UserEvent, Inner) == event
     assert decode_output(text)["inner"]["x"] == 1  # without the classes: plain fields
+
+
+def test_without_an_output_schema_the_harness_infers_one_from_an_objects_fields():
+    h = BroadcastHarness(Emit(), [RULES])
+    h.open()
+    with pytest.warns(UserWarning, match="inferred '`amount` double, `user` string'"):
+        h.process_element([Pair(1.0, "u")])
+    assert h.output() == [Pair(1.0, "u")] and h.dead_letters() == []

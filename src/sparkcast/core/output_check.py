@@ -84,6 +84,9 @@ class OutputShape:
                         f"{self.names}")
             return tuple(value[f] for f in self.names)
         attributes = object_fields(value)
+        if attributes is not None and isinstance(value, tuple) and not any(
+                f in attributes for f in self.names):
+            attributes = None  # a NamedTuple of none of the names: by position, as a tuple
         if attributes is not None and (self.width > 1 or self.names[0] in attributes):
             missing = [f for f in self.names if f not in attributes]
             if missing:

@@ -35,6 +35,7 @@ from sparkcast.core.frozen import thaw
 from sparkcast.core.inferred_schema import infer_ddl
 from sparkcast.core.keyed_process import CoElement, KeyedAdapter
 from sparkcast.core.output_check import OutputChecker
+from sparkcast.core.output_values import object_fields
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
 from sparkcast.core.seed import apply_seed, initial_seed
@@ -254,8 +255,8 @@ class BroadcastHarness:
         if not values:
             return
         first = values[0]
-        if isinstance(first, (tuple, list, Row)) and not (isinstance(first, Row)
-                                                          and first.__fields__):
+        if isinstance(first, (tuple, list, Row)) and not (
+                isinstance(first, Row) and first.__fields__) and object_fields(first) is None:
             width = len(first)
             same = [v for v in values if isinstance(v, (tuple, list, Row)) and len(v) == width]
             first = tuple(next((v[i] for v in same if v[i] is not None), None)
