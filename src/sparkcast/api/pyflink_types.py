@@ -56,7 +56,7 @@ def spark_type(declared: Any, where: str = "the output type") -> str:
     """A PyFlink type (or a basic Python type) as a Spark DDL type."""
     if isinstance(declared, TypeInformation):
         return declared.spark
-    found = _SPARK_TYPES.get(declared)
+    found = _SPARK_TYPES.get(declared) if isinstance(declared, type) else None
     if found is None:
         raise PipelineError(
             f"{where}: {getattr(declared, '__name__', declared)!r} has no Spark column type: "
