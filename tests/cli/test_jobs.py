@@ -245,6 +245,6 @@ def test_a_run_whose_every_output_is_a_dead_letter_says_why_and_exits_non_zero(t
          "--checkpoint", "ck", "--available-now", "--no-view"],
         cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 1, run.stderr[-3000:]
-    assert "every output dead letters: 3 dead letter(s) against 0 row(s)" in run.stderr
+    assert "main output all dead letters: 3 dead letter(s) against 0 main row(s)" in run.stderr
     assert "field 'amount' expects bigint, got float" in run.stderr
     assert "every output of the run was a dead letter (3)" in run.stderr

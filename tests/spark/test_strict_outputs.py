@@ -67,3 +67,27 @@ def test_lossy_values_objects_and_pyflink_types_on_spark(spark):
 def test_on_error_fail_stops_the_run_on_an_output_that_does_not_fit(spark):
     with pytest.raises(Exception, match="field 'amount' expects bigint"):
         _result(spark, on_error="fail").main.collect()
+
+
+def test_a_streaming_run_of_dead_letters_only_ends_with_a_warning_naming_the_reason(
+        spark, tmp_path, caplog):
+    """Outside the CLI too: the listener sums the run and warns when the query ends."""
+    from sparkcast.spark.observe.listener import outcome_of
+    from tests.spark.differential import read_stream, write_batch_file
+
+    write_batch_file(tmp_path / "events", 0, [{"user": "a", "amount": 1.5},
+                                              {"user": "b", "amount": 2.5}])
+    write_batch_file(tmp_path / "rules", 0, [{"name": "r", "value": "v"}])
+    events = read_stream(spark, "user string, amount double", tmp_path / "events")
+    rules = read_stream(spark, "name string, value string", tmp_path / "rules")
+    result = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
+        Amounts(), "user string, amount long", side_outputs=[REVIEW, RAW], parallelism=1)
+    with caplog.at_level("WARNING", logger="sparkcast"):
+        query = result.main.writeStream.format("noop").trigger(availableNow=True).start()
+        query.awaitTermination()
+        outcome = outcome_of(str(query.id))
+    assert outcome is not None and outcome.dead_letters == 2 and outcome.main_rows == 0
+    assert outcome.side_rows == 4 and not outcome.all_failed  # the side outputs were written
+    [line] = [r.getMessage() for r in caplog.records if "ended with" in r.getMessage()]
+    assert "its main output all dead letters: 2 dead letter(s) against 0 main row(s)" in line
+    assert "field 'amount' expects bigint, got float 1.5" in line
