@@ -69,7 +69,7 @@ def test_on_error_fail_stops_the_run_on_an_output_that_does_not_fit(spark):
         _result(spark, on_error="fail").main.collect()
 
 
-def test_a_streaming_run_of_dead_letters_only_ends_with_a_warning_naming_the_reason(
+def test_a_run_whose_main_output_is_all_dead_letters_ends_with_a_warning_naming_why(
         spark, tmp_path, caplog):
     """Outside the CLI too: the listener sums the run and warns when the query ends."""
     from sparkcast.spark.observe.listener import outcome_of
