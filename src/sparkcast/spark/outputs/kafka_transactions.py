@@ -38,9 +38,10 @@ _PRODUCERS: dict[str, Any] = {}
 
 
 def client() -> Any:
-    """confluent-kafka, or the error that names the extra to install."""
+    """confluent-kafka (its ``admin`` module loaded too), or the error naming the extra."""
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401  (not loaded by the package itself)
     except ImportError as error:
         raise MissingDependencyError(
             "the Kafka sink needs confluent-kafka: pip install 'sparkcast[kafka]'") from error
