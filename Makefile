@@ -8,7 +8,7 @@ JARS   := .jars
 JARS_STAMP := $(JARS)/.resolved
 export SPARKCAST_JARS := $(CURDIR)/$(JARS)
 
-.PHONY: install test demo demo-postgres lint docs clean bench bench-quick bench-kafka bench-deps compat
+.PHONY: install test demo demo-postgres demo-kafka lint docs clean bench bench-quick bench-kafka bench-deps compat
 
 install: $(STAMP) $(JARS_STAMP)
 
@@ -45,6 +45,11 @@ demo: install
 # changed mid-run by an UPDATE), decisions written to PostgreSQL tables; the cluster stops at the end
 demo-postgres: install
 	$(PY) -m sparkcast.cli demo fraud --postgres
+
+# the same demo on a throwaway Kafka broker: transactions and rules are topics (a rule update is
+# produced mid-run), decisions go to topics exactly once and are read back with read_committed
+demo-kafka: install
+	$(PY) -m sparkcast.cli demo fraud --kafka
 
 lint: install
 	$(PY) -m ruff check src tests
