@@ -99,7 +99,7 @@ class KeyedStream(Stream):
             return ConnectedKeyedStreams(self, other)
         return BroadcastConnectedStream(self, other)
 
-    def process(self, function: KeyedProcessFunction, output_schema: str, *,
+    def process(self, function: KeyedProcessFunction, output_schema: Any, *,
                 parallelism: int | None = None, event_time: str | None = None,
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
                 job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
@@ -123,7 +123,7 @@ class ConnectedKeyedStreams:
         self.first = first
         self.second = second
 
-    def process(self, function: KeyedCoProcessFunction, output_schema: str, *,
+    def process(self, function: KeyedCoProcessFunction, output_schema: Any, *,
                 parallelism: int | None = None, event_time: str | None = None,
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
                 job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
@@ -139,7 +139,7 @@ class ConnectedKeyedStreams:
             self.first.df, self.first.key_columns, second, spec), initial_state)
 
 
-def _keyed_spec(function: Any, output_schema: str, parallelism: int | None,
+def _keyed_spec(function: Any, output_schema: Any, parallelism: int | None,
                 event_time: str | None, side_outputs: Iterable[OutputTag], on_error: str,
                 job_parameters: dict[str, Any] | None, state_buckets: int, seeded: bool
                 ) -> ProcessSpec:
@@ -174,7 +174,7 @@ class BroadcastConnectedStream:
     def process(
         self,
         function: BaseBroadcastProcessFunction,
-        output_schema: str,
+        output_schema: Any,
         *,
         parallelism: int | None = None,
         hold_until_ready: Iterable[Any] | None = None,

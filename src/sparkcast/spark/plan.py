@@ -29,6 +29,7 @@ from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.pyflink_types import is_pyflink_type, output_ddl
 from sparkcast.core.records import BroadcastElement
 
 if TYPE_CHECKING:
@@ -66,6 +67,19 @@ class ProcessSpec:
     state_buckets: int
     blob_store: str | None = None
     seeded: bool = False  # initial_state given: state must reach the operator's initialState
+    output_codec: bool = False  # output_schema was Types.PICKLED_BYTE_ARRAY(): codec text
+
+    def __post_init__(self) -> None:
+        """A PyFlink output type (``Types.ROW_NAMED(...)``) becomes its DDL, once."""
+        if is_pyflink_type(self.output_schema):
+            ddl, codec = output_ddl(self.output_schema, "output_schema")
+            object.__setattr__(self, "output_schema", ddl)
+            object.__setattr__(self, "output_codec", codec)
+
+    def encoded(self) -> frozenset[str]:
+        """The outputs stored as codec text: ``"main"``, side outputs' tag ids."""
+        main = {"main"} if self.output_codec else set()
+        return frozenset(main | {t.tag_id for t in self.side_outputs if t.codec})
 
 
 @dataclass
@@ -104,6 +118,8 @@ class RuntimePlan:
     # the tagged inputs and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
+    #: the outputs stored as codec text (``ProcessSpec.encoded``)
+    encoded: frozenset[str] = frozenset()
     streamed_input: DataFrame | None = None  # the streamed path's one input
     spark: SparkSession | None = None
 
