@@ -30,6 +30,7 @@ from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.layout import MAIN, TAG
 from sparkcast.spark.outputs import batch_outputs
 from sparkcast.spark.outputs.files import partitioned
+from sparkcast.spark.outputs.guarded import guard_output
 from sparkcast.spark.outputs.jdbc import (
     BATCH_COLUMN,
     LEDGER,
@@ -415,10 +416,12 @@ def start(outputs: TaggedOutputs, sinks: dict[Any, Any], checkpoint_location: st
         only = next(iter(distinct))
         return start_sink(outputs, only.path, checkpoint_location, only.format, trigger,
                           query_name)
+    files = [sink for sink in distinct if isinstance(sink, FilesSink)]
+    for sink in files:
+        guard_output(plan, sink.path, checkpoint_location)
     check(chosen, schemas(plan), plan.spark)
-    for sink in distinct:
-        if isinstance(sink, FilesSink):
-            write_files_manifest(plan, sink.path)
+    for sink in files:
+        write_files_manifest(plan, sink.path, checkpoint_location)
     return batch_outputs.start(outputs, SinkWriter(plan, chosen, checkpoint_location),
                                checkpoint_location, trigger, query_name, count=True,
                                persist=True)
