@@ -18,8 +18,8 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.errors import PipelineError
 from sparkcast.spark import Stream, read_output, read_state, rescale
-from sparkcast.spark.plan import ExecutionPath
 from sparkcast.testing import KeyedBroadcastHarness
 from tests.spark.corpus import CORPUS, COUNTER, HOLD, TIMERS
 from tests.spark.differential import (
@@ -248,16 +248,21 @@ def test_a_checkpoint_of_the_operator_path_restarts_on_it(spark, tmp_path):
     """A keyed job of sparkcast 0.3.0 wrote its checkpoint on the operator path: it restarts
     there (the partitioned path cannot read Spark's state store), its state intact."""
     _write(tmp_path, range(2))
-    first = _totals(spark, tmp_path)
-    first.plan.path = ExecutionPath.OPERATOR  # what 0.3.0 chose for every keyed function
-    query = first.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
-                               trigger={"availableNow": True})
+    checkpoint = str(tmp_path / "checkpoint")
+    first = _totals(spark, tmp_path, engine="operator")  # what 0.3.0 chose for keyed functions
+    query = first.write_stream(str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
     query.awaitTermination()
     _write(tmp_path, range(2, 4))
     again = _totals(spark, tmp_path)
-    assert again.plan.path == "partitioned"
-    query = again.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
-                               trigger={"availableNow": True})
+    assert again.explain().path == "partitioned"  # a new checkpoint would take it
+    restarted = again.explain(checkpoint)
+    assert (restarted.engine, restarted.path) == ("operator", "operator")
+    assert "written by the operator engine" in restarted.reason
+    query = again.write_stream(str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
     query.awaitTermination()
-    assert again.plan.path == "operator"
+    assert query.exception() is None
+    assert again.plan.path == "partitioned"  # the plan is never changed by a query
     assert _written(spark, tmp_path) == _expected([[i] for i in range(4)])
+    with pytest.raises(PipelineError, match="written by the operator engine"):
+        _totals(spark, tmp_path, engine="micro_batch").write_stream(
+            str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
