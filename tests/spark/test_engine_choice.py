@@ -30,7 +30,10 @@ KINDS = {  # kind: (facts, the path a write_stream query takes, result.main's pa
     "streamed, keyed": (facts(keyed=True), "partitioned", "operator"),
     "streamed, hold_until_ready": (facts(hold_until_ready=True), "partitioned", "operator"),
     "streamed, event-aligned": (facts(event_aligned=True), "partitioned", "operator"),
-    "streamed, keyed, timers": (facts(keyed=True, timers=True), "operator", "operator"),
+    "streamed, keyed, event-time timers": (facts(keyed=True, timers=True, event_time=True),
+                                           "partitioned", "operator"),
+    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True), "operator",
+                                                "operator"),
     "streamed, seeded without state": (facts(seeded=True), "operator", "operator"),
     "streamed, keyed, seeded": (facts(keyed=True, seeded=True), "partitioned", "operator"),
     "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), "operator", "operator"),
@@ -65,7 +68,8 @@ def test_engine_operator_always_serves_and_micro_batch_fails_with_the_reason(kin
 
 
 def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
-    assert "timers" in choose(facts(keyed=True, timers=True)).reason
+    assert "processing-time timers" in choose(facts(keyed=True, timers=True)).reason
+    assert "no-op aggregate" in choose(facts(keyed=True, timers=True, event_time=True)).reason
     assert "Spark Connect" in choose(facts(keyed=True, connect=True)).reason
     assert "KeyedCoProcessFunction" in choose(
         facts(BroadcastSide.NONE, keyed=True, second_input=True)).reason
@@ -134,7 +138,7 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
         "counter static": ("operator", "operator"),
         "hold": ("micro_batch", "partitioned"),
         "hold static": ("operator", "operator"),
-        "timers": ("operator", "operator"),
+        "timers": ("micro_batch", "partitioned"),
         "timers static": ("operator", "operator"),
         "enrich": ("micro_batch", "streamed"),
         "enrich static": ("micro_batch", "stateless"),
@@ -148,7 +152,7 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     assert "broadcast applied once per micro-batch on the driver" in text
     assert "output main: write_stream" in text and "output dead_letters:" in text
     assert "result.main and side_output DataFrames: operator" in text
-    assert "timers" in seen["timers"].reason
+    assert "timers" in seen["timers"].reason and "timers" not in seen["counter"].reason
     assert "second keyed side" in str(seen["keyed co-process"])
 
 

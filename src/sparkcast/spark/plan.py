@@ -86,6 +86,7 @@ class PlanFacts:
     hold_until_ready: bool = False
     event_aligned: bool = False  # time_alignment="event"
     timers: bool = False  # the function defines on_timer
+    event_time: bool = False  # event_time="<column>" given (timers then follow the watermark)
     seeded: bool = False  # initial_state given
     connect: bool = False  # a Spark Connect session
     static_emits: bool = False  # applying the static broadcast rows emitted outputs
@@ -164,6 +165,12 @@ class RuntimePlan:
     @property
     def keyed(self) -> bool:
         return bool(self.key_positions)
+
+    @property
+    def clocked(self) -> bool:
+        """Event-time timers on the partitioned path: its query carries a no-op stateful
+        operator so that Spark runs no-data micro-batches (``tagging.clock``)."""
+        return self.path is ExecutionPath.PARTITIONED and self.time_mode == "EventTime"
 
     def for_workers(self, path: ExecutionPath | None = None) -> RuntimePlan:
         """A copy without the driver's objects, to ship; ``path`` overrides the plan's (the

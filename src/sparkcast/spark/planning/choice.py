@@ -95,6 +95,12 @@ def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
         return why_not
     if consumer is Consumer.DATAFRAME:
         return DATAFRAME_REASON
+    if facts.timers:
+        return Choice(ExecutionPath.PARTITIONED, "a streamed broadcast side and event-time "
+                      "timers: broadcast applied once per micro-batch on the driver, main rows "
+                      "repartitioned by subtask; a no-op aggregate in the query makes Spark "
+                      "run a micro-batch when the watermark moves, so due timers fire "
+                      "without more input")
     if not facts.per_subtask_state:
         return Choice(ExecutionPath.STREAMED, "a streamed broadcast side and no state per "
                       "subtask: broadcast applied once per micro-batch on the driver, main "
@@ -125,9 +131,9 @@ def _why_not_streamed(facts: PlanFacts) -> str:
                 "the operator")
     if facts.connect:
         return "Spark Connect runs foreachBatch on the server, where the driver's work cannot"
-    if facts.timers:
-        return ("the function has timers (on_timer): a foreachBatch query gets no no-data "
-                "micro-batches, so a timer due at the last watermark would wait for more input")
+    if facts.timers and not facts.event_time:
+        return ("processing-time timers without event_time: Spark's ProcessingTime mode, "
+                "which runs micro-batches without input, is the operator's")
     if facts.seeded and not facts.per_subtask_state:
         return "initial_state for a function without state per subtask has nothing to seed"
     return ""

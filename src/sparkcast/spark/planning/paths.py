@@ -25,6 +25,7 @@ def broadcast_facts(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame,
         keyed_state=bool(plan.keyed_descriptors),
         hold_until_ready=bool(plan.options.hold_until_ready),
         event_aligned=plan.options.time_alignment != "batch", timers=plan.time_mode != "None",
+        event_time=plan.event_time is not None,
         seeded=spec.seeded, connect=is_connect(main.sparkSession),
         static_emits=static and not stateful and not needs_no_state(plan))
 
@@ -34,7 +35,8 @@ def keyed_facts(plan: RuntimePlan, main: DataFrame, spec: ProcessSpec) -> PlanFa
     return PlanFacts(
         function=type(spec.function).__name__, main_streaming=main.isStreaming,
         broadcast=BroadcastSide.NONE, keyed=True, keyed_state=bool(plan.keyed_descriptors),
-        timers=plan.time_mode != "None", seeded=spec.seeded,
+        timers=plan.time_mode != "None", event_time=plan.event_time is not None,
+        seeded=spec.seeded,
         connect=is_connect(main.sparkSession), second_input=bool(plan.second_fields))
 
 

@@ -110,7 +110,8 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     if plan.path in BATCH_PATHS:
-        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time)
+        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time,
+                                             plan.clocked)
     return plan
 
 
