@@ -17,6 +17,7 @@ topics (the broker-restart tests). Leaving the ``with`` block stops it and remov
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -25,6 +26,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -229,6 +231,28 @@ class KafkaBroker:
     def client_config(self, **extra: Any) -> dict[str, Any]:
         """Settings for a confluent-kafka client of this broker."""
         return {"bootstrap.servers": self.bootstrap, **extra}
+
+    def produce(self, topic: str, records: Iterable[tuple[str | None, Any]]) -> int:
+        """Append ``(key, value)`` records to ``topic`` in order and wait until the broker has
+        them all (idempotent, ``acks=all``). A dict value is written as JSON, a str as is (a
+        malformed record), None as a tombstone. Returns how many were written."""
+        from confluent_kafka import Producer
+
+        producer = Producer(self.client_config(**{"enable.idempotence": True,
+                                                  "linger.ms": 5}))
+        failures: list[str] = []
+        count = 0
+        for key, value in records:
+            text = json.dumps(value) if isinstance(value, dict) else value
+            producer.produce(topic, key=key, value=text, on_delivery=lambda error, _: (
+                failures.append(error.str()) if error is not None else None))
+            producer.poll(0)
+            count += 1
+        left = producer.flush(60)
+        if failures or left:
+            raise RuntimeError(f"producing to {topic!r}: {left} records not delivered, "
+                               f"errors {failures[:3]}")
+        return count
 
     def read(self, topic: str, committed: bool = True, timeout: float = 60.0
              ) -> list[KafkaRecord]:

@@ -38,9 +38,10 @@ _PRODUCERS: dict[str, Any] = {}
 
 
 def client() -> Any:
-    """confluent-kafka, or the error that names the extra to install."""
+    """confluent-kafka (its ``admin`` module loaded too), or the error naming the extra."""
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401  (not loaded by the package itself)
     except ImportError as error:
         raise MissingDependencyError(
             "the Kafka sink needs confluent-kafka: pip install 'sparkcast[kafka]'") from error
@@ -209,8 +210,10 @@ def _abort(kafka_producer: Any) -> None:
 
 
 def _fenced(error: Any) -> bool:
-    """A producer another attempt fenced (or made fatal): a fresh one may go on."""
+    """A producer fenced or made fatal, most often by another Python worker that initialised
+    the same part's id in a later micro-batch (tasks of a part land on any worker): a fresh
+    producer goes on. librdkafka reports it from ``produce`` as the local ``_FATAL`` code."""
     kafka_error = error.args[0] if error.args else None
+    kafka = client().KafkaError
     return bool(kafka_error is not None and (kafka_error.fatal() or kafka_error.code() in (
-        client().KafkaError._FENCED, client().KafkaError.PRODUCER_FENCED,
-        client().KafkaError.INVALID_PRODUCER_EPOCH)))
+        kafka._FATAL, kafka._FENCED, kafka.PRODUCER_FENCED, kafka.INVALID_PRODUCER_EPOCH)))
