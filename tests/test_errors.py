@@ -19,6 +19,7 @@ from sparkcast import errors
 from sparkcast.errors import (
     AppError,
     ArgumentTypeError,
+    BrokerError,
     ConfigError,
     ContextError,
     DatabaseError,
@@ -149,6 +150,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (JavaNotFoundError, (SparkcastError, RuntimeError)),
         (UnsupportedSparkError, (SparkcastError, RuntimeError)),
         (DatabaseError, (SparkcastError, RuntimeError)),
+        (BrokerError, (SparkcastError, RuntimeError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),

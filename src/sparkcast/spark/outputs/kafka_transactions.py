@@ -159,19 +159,26 @@ class PartWriter:
         return f"{self.prefix}-{self.output}-{part}"
 
     def _write(self, part: int, batches: list[pa.RecordBatch]) -> int:
+        """The part in one transaction; once more with a fresh producer if this worker's was
+        fenced."""
         transactional_id = self._transactional_id(part)
-        for attempt in (0, 1):
-            kafka_producer = producer(self.settings, transactional_id, fresh=attempt > 0)
-            try:
-                return self._transaction(kafka_producer, part, batches)
-            except client().KafkaException as error:
-                _PRODUCERS.pop(transactional_id, None)
-                if attempt or not _fenced(error):
-                    raise SinkError(f"output {self.output!r}, Kafka topic {self.topic!r}: "
-                                    f"writing part {part} of micro-batch {self.batch_id} "
-                                    f"failed ({error.args[0].str()}); its transaction was "
-                                    "aborted") from error
-        raise AssertionError("unreachable")
+        try:
+            return self._transaction(producer(self.settings, transactional_id), part, batches)
+        except client().KafkaException as error:
+            _PRODUCERS.pop(transactional_id, None)
+            if not _fenced(error):
+                raise self._failed(part, error) from error
+        try:
+            return self._transaction(producer(self.settings, transactional_id, fresh=True),
+                                     part, batches)
+        except client().KafkaException as error:
+            _PRODUCERS.pop(transactional_id, None)
+            raise self._failed(part, error) from error
+
+    def _failed(self, part: int, error: Any) -> SinkError:
+        return SinkError(f"output {self.output!r}, Kafka topic {self.topic!r}: writing part "
+                         f"{part} of micro-batch {self.batch_id} failed "
+                         f"({error.args[0].str()}); its transaction was aborted")
 
     def _transaction(self, kafka_producer: Any, part: int, batches: list[pa.RecordBatch]
                      ) -> int:
