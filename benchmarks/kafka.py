@@ -203,7 +203,9 @@ def latency(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
         for version in range(1, settings["updates"] + 1):
             produce(broker, "lat-versions", [{"version": version}])
             time.sleep(settings["interval"])
-        time.sleep(5)
+        deadline = time.monotonic() + 60  # a backlog drains before the run ends
+        while len(seen) < settings["updates"] and time.monotonic() < deadline:
+            time.sleep(0.5)
     finally:
         stop.set()
         progress = [p.durationMs for p in query.recentProgress if p.numInputRows]
