@@ -221,7 +221,7 @@ def _run_job(args: argparse.Namespace) -> int:
     spark = _session(args, 4, always=True)
     run = JobRun(output=args.output, checkpoint=args.checkpoint,
                  available_now=args.available_now, trigger_seconds=args.trigger_seconds,
-                 duration=args.duration)
+                 duration=args.duration, no_view=args.no_view)
     query = run_job(spark, args.job, function, run, sys.stdout if not args.no_view else _Quiet())
     print(f"{args.job}: query {query.name or query.id} stopped"
           + (f"; outputs in {args.output}" if args.output else ""))

@@ -121,6 +121,7 @@ class JobRun:
     available_now: bool = False
     trigger_seconds: float | None = None
     duration: float | None = None
+    no_view: bool = False  # a line per micro-batch, no screen at the end
 
 
 def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobRun,
@@ -135,7 +136,7 @@ def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobR
     try:
         from sparkcast.monitoring.watch import view
 
-        view(query, run.output, out=out)
+        view(query, run.output, out=out, final_screen=not run.no_view)
     except KeyboardInterrupt:
         out.write("\nstopping (the checkpoint keeps the progress; run again to resume)…\n")
     finally:

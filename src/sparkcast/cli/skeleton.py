@@ -95,11 +95,11 @@ TEST = '''\
 
 from sparkcast.testing import BroadcastHarness
 
-from {name}.functions import PRICES, PriceOrders
+from {name}.functions import OUTPUT_SCHEMA, PRICES, PriceOrders
 
 
 def test_an_order_takes_the_latest_price():
-    harness = BroadcastHarness(PriceOrders(), [PRICES])
+    harness = BroadcastHarness(PriceOrders(), [PRICES], output_schema=OUTPUT_SCHEMA)
     harness.open()
     harness.process_broadcast_element({{"product": "tea", "price": 2.0, "version": 1}})
     harness.process_element({{"order_id": "o1", "product": "tea", "quantity": 3}})
