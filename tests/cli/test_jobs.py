@@ -168,6 +168,30 @@ def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(t
 
 
 @pytest.mark.spark
+def test_the_init_projects_spark_submit_recipe_runs(tmp_path, spark):
+    """The README's recipe with the real ``spark-submit`` (local master): the package comes
+    with ``--py-files`` (the CLI must not ship a second ``shop.zip``), imported from the zip
+    (the data path must not come from ``__file__``)."""
+    from sparkcast.spark import read_output
+
+    assert main(["init", "shop", "--directory", str(tmp_path)]) == 0
+    root = tmp_path / "shop"
+    with zipfile.ZipFile(root / "shop.zip", "w") as archive:  # zip -r shop.zip shop
+        for file in (root / "shop").rglob("*.py"):
+            archive.write(file, file.relative_to(root))
+    python = sys.executable
+    run = subprocess.run(
+        [str(Path(python).parent / "spark-submit"), "--master", "local[2]", "--py-files",
+         "shop.zip", "shop/job.py", "--output", "out", "--checkpoint", "ck", "--available-now",
+         "--no-view"], cwd=root, capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = read_output(spark, str(root / "out")).orderBy("order_id").collect()
+    assert [(r.order_id, r.total) for r in rows] == [
+        ("o0", 4.0), ("o1", 3.5), ("o2", 10.0), ("o3", 8.25), ("o4", 14.0), ("o5", None)]
+
+
+@pytest.mark.spark
 def test_ctrl_c_stops_a_job_and_its_checkpoint_keeps_the_progress(tmp_path, spark):
     """No --available-now: the query runs until Ctrl-C (SIGINT), which stops it cleanly."""
     from sparkcast.spark import read_output

@@ -9,7 +9,9 @@ brings its own sinks; the CLI watches it and stops it). Three steps, the first b
   ``__init__.py``) is imported under its dotted name with the folder above the top package on
   ``sys.path``, so its relative and absolute imports of the package work.
 * ``ship_job`` gives the file, or its whole top package zipped, to ``SparkContext.addPyFile``,
-  as ``spark-submit --py-files`` does, so code the executors import at run time finds it; and
+  as ``spark-submit --py-files`` does, so code the executors import at run time finds it (not
+  when ``spark-submit --py-files`` already ships a file of that name: Spark refuses a second
+  one, and the driver imported the package from the first); and
   registers the package with PySpark's cloudpickle to be pickled *by value*, because the Python
   runner ``transformWithStateInPandas`` starts on the driver sees no py-files
   (``spark/launch/shipping.py``).
@@ -27,9 +29,10 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from sparkcast.errors import QueryFailedError, UsageError
 
@@ -89,17 +92,26 @@ def _is_own_function(value: Any, module: ModuleType) -> bool:
         and not isinstance(value, type)
 
 
-def ship_job(spark: Any, spec: JobSpec) -> Path:
+def ship_job(spark: Any, spec: JobSpec) -> Path | None:
     """Ship the job's file (a lone file) or its top package (zipped) to the executors, and have
-    PySpark pickle its functions by value; returns what was shipped."""
+    PySpark pickle its functions by value; returns what was shipped, None when spark-submit's
+    ``--py-files`` ships it already."""
     from pyspark import cloudpickle
 
     root, name = module_of(spec.path)
     top = name.split(".")[0]
     cloudpickle.register_pickle_by_value(sys.modules[top])
+    if (spec.path.name if top == name else f"{top}.zip") in submitted_py_files(spark):
+        return None
     shipped = spec.path.resolve() if top == name else zip_package(root / top)
     spark.sparkContext.addPyFile(str(shipped))
     return shipped
+
+
+def submitted_py_files(spark: Any) -> set[str]:
+    """The names of the files ``spark-submit --py-files`` shipped (``spark.submit.pyFiles``)."""
+    listed = spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""
+    return {PurePosixPath(urlsplit(item).path).name for item in listed.split(",") if item}
 
 
 def zip_package(package: Path) -> Path:

@@ -58,20 +58,20 @@ JOB = '''\
     zip -r {name}.zip {name} && spark-submit --py-files {name}.zip {name}/job.py \\\\
         --output out --checkpoint ck --available-now
 
-Input: ``${upper}_DATA`` (default: the project's ``data`` folder), ``orders/`` and ``prices/``
-as JSON lines; any Spark source works the same.
+Input: ``${upper}_DATA`` (default: ``data``, in the folder the job runs from: the project's),
+``orders/`` and ``prices/`` as JSON lines; any Spark source works the same. Not a path from
+``__file__``: under ``spark-submit --py-files`` the module is imported from the zip.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from {name}.functions import OUTPUT_SCHEMA, ORDERS_SCHEMA, PRICES, PRICES_SCHEMA, PriceOrders
 
-DATA = os.environ.get("{upper}_DATA", str(Path(__file__).resolve().parents[1] / "data"))
+DATA = os.environ.get("{upper}_DATA", "data")
 
 
 def pipeline(spark: Any) -> Any:
