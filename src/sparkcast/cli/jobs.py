@@ -22,6 +22,7 @@ brings its own sinks; the CLI watches it and stops it). Three steps, the first b
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import tempfile
 import threading
@@ -81,6 +82,16 @@ def load_job(spec: JobSpec) -> Callable[[Any], Any]:
                          + (f"; its functions: {', '.join(found)} (name one: "
                             f"{spec.path}:NAME)" if found else ""))
     return function
+
+
+def check_run(spec: JobSpec, function: Callable[[Any], Any], output: str | None) -> None:
+    """Before Spark: a function annotated ``-> ProcessResult`` needs ``--output`` and
+    ``--checkpoint`` (``checks`` saw that they go together); others are checked on its result."""
+    returns = inspect.signature(function).return_annotation
+    name = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
+    if output is None and name.rpartition(".")[2] == "ProcessResult":
+        raise UsageError(f"{spec}(spark) returns a ProcessResult: give --output and "
+                         "--checkpoint to write it")
 
 
 def _inside(file: str | None, root: Path) -> bool:

@@ -69,14 +69,14 @@ import os
 import sys
 from typing import Any
 
+from sparkcast.spark import ProcessResult, Stream
+
 from {name}.functions import OUTPUT_SCHEMA, ORDERS_SCHEMA, PRICES, PRICES_SCHEMA, PriceOrders
 
 DATA = os.environ.get("{upper}_DATA", "data")
 
 
-def pipeline(spark: Any) -> Any:
-    from sparkcast.spark import Stream
-
+def pipeline(spark: Any) -> ProcessResult:
     orders = spark.readStream.schema(ORDERS_SCHEMA).json(f"{{DATA}}/orders")
     prices = spark.readStream.schema(PRICES_SCHEMA).json(f"{{DATA}}/prices")
     return (Stream(orders)
