@@ -192,6 +192,29 @@ def test_the_init_projects_spark_submit_recipe_runs(tmp_path, spark):
 
 
 @pytest.mark.spark
+def test_another_jobs_checkpoint_is_refused_with_the_fix_first(tmp_path):
+    """Two init projects, the second run on the first's checkpoint (one process, one JVM): the
+    error's first line says what differs and the fix, the details follow a line each."""
+    for name in ("shop", "bar"):
+        assert main(["init", name, "--directory", str(tmp_path)]) == 0
+    options = "'--available-now', '--no-view', '--checkpoint', 'ck', '--output'"
+    script = ("import sys\nfrom sparkcast.cli import main\n"
+              f"first = main(['run', 'shop/job.py', {options}, 'out'])\n"
+              f"sys.exit(10 + first if first else main(['run', '../bar/bar/job.py', {options},"
+              " 'out2']))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "shop",
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 2, run.stderr[-3000:]
+    lines = run.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("sparkcast run: error:"))
+    lead = lines[at]
+    assert "whose function differs" in lead and "give it a new checkpoint" in lead, lead
+    assert len(lead) < 300 and lead.endswith("(--debug: the traceback)"), lead
+    assert lines[at + 1].startswith("  function: the checkpoint has \"shop.functions.")
+    assert lines[at + 2].startswith("See docs/operations.md"), lines[at:]
+
+
+@pytest.mark.spark
 def test_ctrl_c_stops_a_job_and_its_checkpoint_keeps_the_progress(tmp_path, spark):
     """No --available-now: the query runs until Ctrl-C (SIGINT), which stops it cleanly."""
     from sparkcast.spark import read_output
