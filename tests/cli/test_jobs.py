@@ -112,7 +112,8 @@ def expected_enrichment() -> tuple[Counter, Counter]:
     from examples import enrich_job as job
     from sparkcast.testing import KeyedBroadcastHarness
 
-    harness = KeyedBroadcastHarness(job.EnrichClicks(), lambda v: v["user"], [job.CATALOGUE])
+    harness = KeyedBroadcastHarness(job.EnrichClicks(), lambda v: v["user"], [job.CATALOGUE],
+                                    output_schema=job.OUTPUT_SCHEMA)
     harness.open()
     products, clicks = job.sample()
     for product in products:
