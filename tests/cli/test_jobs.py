@@ -85,6 +85,24 @@ def test_load_job_refuses_a_file_named_like_a_module_already_imported(tmp_path):
         load_job(JobSpec(tmp_path / "json.py"))
 
 
+def test_a_package_imported_from_a_py_files_zip_elsewhere_loads_its_job(tmp_path):
+    """spark-submit --py-files /elsewhere/shop.zip shop/job.py: the job's module imported the
+    package from the zip (on PYTHONPATH) before the CLI loads the job file."""
+    job = write_package(tmp_path / "project")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shipped = zip_package(tmp_path / "project" / "shop").rename(elsewhere / "shop.zip")
+    script = ("import sys\nfrom pathlib import Path\nimport shop.functions\n"
+              "from sparkcast.cli.jobs import JobSpec, load_job\n"
+              "print(load_job(JobSpec(Path(sys.argv[1]), 'own_query')).__module__)\n")
+    run = subprocess.run([sys.executable, "-c", script, str(job)], cwd=elsewhere,
+                         capture_output=True, text=True, timeout=120, check=False,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             [str(shipped), os.environ.get("PYTHONPATH", "")])})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "shop.jobs.job"
+
+
 def test_the_job_must_return_a_result_or_a_query():
     with pytest.raises(UsageError, match="returned dict: return a ProcessResult"):
         start_result({}, JobSpec(Path("job.py")), JobRun())

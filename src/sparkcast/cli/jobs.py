@@ -64,7 +64,8 @@ def load_job(spec: JobSpec) -> Callable[[Any], Any]:
     """Import the job file and return its function; every mistake is a :class:`UsageError`."""
     root, name = module_of(spec.path)
     taken = sys.modules.get(name.split(".")[0])
-    if taken is not None and not _inside(getattr(taken, "__file__", None), root):
+    file = getattr(taken, "__file__", None)
+    if taken is not None and not (_inside(file, root) or _from_archive(file)):
         raise UsageError(f"the job file {spec.path} would be imported as {name!r}, a name "
                          f"already taken by {getattr(taken, '__file__', 'a built-in module')}: "
                          "rename the file")
@@ -96,6 +97,11 @@ def check_run(spec: JobSpec, function: Callable[[Any], Any], output: str | None)
 
 def _inside(file: str | None, root: Path) -> bool:
     return file is not None and Path(file).resolve().is_relative_to(root)
+
+
+def _from_archive(file: str | None) -> bool:
+    """Whether the module came from a zip (``spark-submit --py-files``, wherever the zip is)."""
+    return file is not None and any(folder.is_file() for folder in Path(file).parents)
 
 
 def _is_own_function(value: Any, module: ModuleType) -> bool:
