@@ -120,7 +120,8 @@ A sparkcast job: orders (`data/orders/`) priced by a broadcast price list (`data
 - `tests/test_functions.py`: its harness test, without Spark.
 - `{name}/job.py`: `pipeline(spark)`, which returns the `ProcessResult` that sparkcast writes.
 
-Test the function, then run the job on local Spark until its input is processed:
+Test the function (pytest: `pip install 'sparkcast[test]'`), then run the job on local Spark
+until its input is processed, from this folder (the job reads `data/` here):
 
     python -m pytest tests
     sparkcast run {name}/job.py --output out --checkpoint ck --available-now
@@ -181,7 +182,8 @@ def add_commands(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = write_project(args.directory, args.name)
-    print(f"wrote {root}/ — next:\n  cd {root}\n  python -m pytest tests\n"
+    print(f"wrote {root}/ — next:\n  cd {root}\n"
+          "  python -m pytest tests          # pytest: pip install 'sparkcast[test]'\n"
           f"  sparkcast run {args.name}/job.py --output out --checkpoint ck --available-now")
     return 0
 
