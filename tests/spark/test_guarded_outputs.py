@@ -188,18 +188,18 @@ def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_see
 
 
 def test_the_cli_refuses_another_jobs_output_folder_before_running(tmp_path, spark):
-    example = ROOT / "examples" / "enrich_job.py"
-    command = [sys.executable, "-m", "sparkcast.cli", "run", str(example), "--output", "out",
-               "--available-now", "--no-view", "--checkpoint"]
-    first = subprocess.run([*command, "ck"], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=900, check=False)
-    assert first.returncode == 0, first.stderr[-3000:]
-    rows = read_output(spark, str(tmp_path / "out")).count()
-    second = subprocess.run([*command, "ck2"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=900, check=False)
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    write_batch_file(tmp_path / "events", 0, _events(0))
+    _run(spark, tmp_path, "events", "out", "ck")  # another job's folder
+    command = [sys.executable, "-m", "sparkcast.cli", "run",
+               str(ROOT / "examples" / "enrich_job.py"), "--output", "out", "--checkpoint",
+               "ck2", "--available-now", "--no-view"]
+    second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                            check=False)
     assert second.returncode == 2, second.stderr[-3000:]
     assert "error: the output folder out belongs to another job" in second.stderr
     assert f"({tmp_path / 'ck'})" in second.stderr and "checkpoint ck2," in second.stderr
+    assert "of main output struct<k:string,id:bigint,n:bigint>" in second.stderr
     assert "waiting for the first micro-batch" not in second.stdout
     assert not (tmp_path / "ck2" / "commits").exists()
-    assert read_output(spark, str(tmp_path / "out")).count() == rows
+    assert read_output(spark, str(tmp_path / "out")).count() == 6
