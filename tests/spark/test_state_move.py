@@ -83,4 +83,6 @@ def test_move_refuses_what_is_no_checkpoint_and_a_folder_in_use(tmp_path, capsys
     (tmp_path / "taken" / "x").write_text("x")
     assert main(["state", "copy", str(tmp_path / "ck"), str(tmp_path / "taken")]) == 2
     assert "exists and is not empty" in capsys.readouterr().err
-    assert (tmp_path / "ck" / "commits").is_dir()
+    assert main(["state", "move", str(tmp_path / "ck"), str(tmp_path / "ck" / "in")]) == 2
+    assert "inside one another" in capsys.readouterr().err
+    assert (tmp_path / "ck" / "commits").is_dir() and not (tmp_path / "ck" / "in").exists()

@@ -44,6 +44,10 @@ def relocate(old: str, new: str, keep_old: bool) -> dict[str, Any]:
                             "name the folder given as checkpoint_location")
     source_fs, source = storage.resolve(old)
     target_fs, target = storage.resolve(new)
+    if source_fs.type_name == target_fs.type_name and (
+            f"{target}/".startswith(f"{source}/") or f"{source}/".startswith(f"{target}/")):
+        raise PipelineError(f"{new} and {old} are inside one another: name a folder outside "
+                            "the checkpoint")
     if target_fs.get_file_info(pafs.FileSelector(target, allow_not_found=True)):
         raise PipelineError(f"{new} exists and is not empty: name a new folder")
     pafs.copy_files(source, target, source_filesystem=source_fs,
