@@ -212,3 +212,39 @@ def test_duration_stops_a_job_between_micro_batches(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ERROR" not in run.stderr and "Exception" not in run.stderr, run.stderr[-3000:]
     assert (tmp_path / "ck" / "commits" / "0").exists()
+
+
+@pytest.mark.spark
+def test_a_run_whose_every_output_is_a_dead_letter_says_why_and_exits_non_zero(tmp_path):
+    """Each amount has a fraction, and the main output's column is a bigint: no row is written,
+    so the run ends with the first reason and exit status 1, not 0."""
+    from tests.conftest import write_json_lines
+
+    write_json_lines(tmp_path / "data" / "events", "e.json",
+                     [{"user": f"u{i}", "amount": i + 0.5} for i in range(3)])
+    write_json_lines(tmp_path / "data" / "rules", "r.json", [{"name": "x"}])
+    (tmp_path / "lossy_job.py").write_text(
+        "from pathlib import Path\n"
+        "from sparkcast import BroadcastProcessFunction, MapStateDescriptor\n"
+        "from sparkcast.spark import Stream\n"
+        "RULES = MapStateDescriptor('rules', str, str)\n"
+        "class Pass(BroadcastProcessFunction):\n"
+        "    def process_broadcast_element(self, value, ctx):\n"
+        "        pass\n"
+        "    def process_element(self, value, ctx):\n"
+        "        yield value.user, value.amount\n"
+        "def pipeline(spark):\n"
+        "    data = str(Path.cwd() / 'data')\n"
+        "    events = spark.readStream.schema('user string, amount double').json(data + "
+        "'/events')\n"
+        "    rules = spark.readStream.schema('name string').json(data + '/rules')\n"
+        "    return Stream(events).connect(Stream(rules).broadcast(RULES)).process(\n"
+        "        Pass(), 'user string, amount long', parallelism=1)\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "sparkcast.cli", "run", "lossy_job.py", "--output", "out",
+         "--checkpoint", "ck", "--available-now", "--no-view"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "main output all dead letters: 3 dead letter(s) against 0 main row(s)" in run.stderr
+    assert "field 'amount' expects bigint, got float" in run.stderr
+    assert "every output of the run was a dead letter (3)" in run.stderr

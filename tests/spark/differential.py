@@ -99,15 +99,26 @@ def spark_outputs(spark: Any, programs: list[Program], parallelism: int, *,
                   stream_dir: Path | None = None) -> dict[str, Outputs]:
     """Run ``programs`` in one Spark job (batch DataFrames) or one streaming query (file
     sources under ``stream_dir``, one file per micro-batch and source, ``availableNow``)."""
-    frames = []
-    for program in programs:
-        main, bcast = (_stream_inputs(spark, program, stream_dir / program.name) if stream_dir
-                       else _batch_inputs(spark, program))
-        frames.append(_tagged(program, main, bcast, parallelism))
+    inputs = {p.name: (_stream_inputs(spark, p, stream_dir / p.name) if stream_dir
+                       else _batch_inputs(spark, p)) for p in programs}
+    union = tagged_union(programs, inputs, parallelism)
+    rows = collect_stream(spark, union, stream_dir) if stream_dir else union.collect()
+    return split_outputs(programs, rows)
+
+
+def tagged_union(programs: list[Program], inputs: dict[str, tuple[DataFrame, DataFrame]],
+                 parallelism: int) -> DataFrame:
+    """Every program's tagged outputs in one frame (``inputs``: its main and broadcast
+    DataFrames by program name), a ``program`` column telling them apart."""
+    frames = [_tagged(p, *inputs[p.name], parallelism) for p in programs]
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame)
-    rows = _collect_stream(spark, union, stream_dir) if stream_dir else union.collect()
+    return union
+
+
+def split_outputs(programs: list[Program], rows: list[Any]) -> dict[str, Outputs]:
+    """The collected rows of ``tagged_union`` as each program's comparable outputs."""
     return {p.name: _spark_collect(p, [r for r in rows if r["program"] == p.name])
             for p in programs}
 
@@ -173,7 +184,8 @@ def read_stream(spark: Any, schema: str, directory: Path) -> DataFrame:
     return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(directory))
 
 
-def _collect_stream(spark: Any, frame: DataFrame, base: Path) -> list[Any]:
+def collect_stream(spark: Any, frame: DataFrame, base: Path) -> list[Any]:
+    """Run ``frame`` to the end of its input (``availableNow``, checkpoint under ``base``)."""
     name = f"diff_{uuid.uuid4().hex[:8]}"
     query = (frame.writeStream.format("memory").queryName(name).outputMode("append")
              .option("checkpointLocation", str(base / "_checkpoint"))

@@ -23,7 +23,6 @@ from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, ValueSt
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark import Stream, read_output
 from sparkcast.spark.layout import MANIFEST
-from sparkcast.spark.plan import ExecutionPath
 from tests.spark import fault_pipeline
 from tests.spark.differential import read_stream, write_batch_file
 
@@ -52,13 +51,13 @@ def _events(index):
 
 
 def _run(spark, base, events, output, checkpoint, schema="k string, id long, n long",
-         path=None):
+         engine="auto"):
+    """The keyed counter; ``engine="auto"`` takes the partitioned path (``foreachBatch`` and
+    sparkcast's commit log), ``"operator"`` Spark's file sink."""
     result = (Stream(read_stream(spark, EVENTS, base / events)).key_by("k")
               .connect(Stream(read_stream(spark, "limit long", base / "limits"))
                        .broadcast(LIMITS))
-              .process(Count(), output_schema=schema, parallelism=2))
-    if path is not None:
-        result.plan.path = path
+              .process(Count(), output_schema=schema, parallelism=2, engine=engine))
     query = result.write_stream(str(base / output), str(base / checkpoint),
                                 trigger={"availableNow": True})
     query.awaitTermination()
@@ -70,11 +69,11 @@ def _main_files(out: Path) -> Counter:
     return Counter(zip(*(table.column(c).to_pylist() for c in ("k", "id", "n")), strict=True))
 
 
-@pytest.mark.parametrize("path", [ExecutionPath.PARTITIONED, ExecutionPath.OPERATOR])
-def test_a_new_checkpoint_is_refused_in_another_jobs_output_folder(spark, tmp_path, path):
+@pytest.mark.parametrize("engine", ["auto", "operator"])
+def test_a_new_checkpoint_is_refused_in_another_jobs_output_folder(spark, tmp_path, engine):
     write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
     write_batch_file(tmp_path / "events", 0, _events(0))
-    _run(spark, tmp_path, "events", "out", "ck_a", path=path)
+    _run(spark, tmp_path, "events", "out", "ck_a", engine=engine)
     first = Counter(tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect())
     assert sum(first.values()) == 6
     manifest = (tmp_path / "out" / MANIFEST).read_text()
@@ -82,7 +81,7 @@ def test_a_new_checkpoint_is_refused_in_another_jobs_output_folder(spark, tmp_pa
     write_batch_file(tmp_path / "other", 0, _events(5))
     for schema in ("k string, id long, n long", "k string, id long, n int"):
         with pytest.raises(IncompatibleCheckpointError) as refused:
-            _run(spark, tmp_path, "other", "out", "ck_b", schema, path=path)
+            _run(spark, tmp_path, "other", "out", "ck_b", schema, engine=engine)
         message = str(refused.value)
         assert message.startswith(f"the output folder {tmp_path / 'out'} belongs to another job")
         assert str(tmp_path / "ck_a") in message and str(tmp_path / "ck_b") in message
@@ -94,9 +93,9 @@ def test_a_new_checkpoint_is_refused_in_another_jobs_output_folder(spark, tmp_pa
 
     # its own checkpoint goes on writing there; the other job writes to a new folder
     write_batch_file(tmp_path / "events", 1, _events(1))
-    _run(spark, tmp_path, "events", "out", "ck_a", path=path)
+    _run(spark, tmp_path, "events", "out", "ck_a", engine=engine)
     assert read_output(spark, str(tmp_path / "out")).count() == 12
-    _run(spark, tmp_path, "other", "out_b", "ck_b", path=path)
+    _run(spark, tmp_path, "other", "out_b", "ck_b", engine=engine)
     assert read_output(spark, str(tmp_path / "out_b")).count() == 6
 
 
@@ -121,13 +120,13 @@ def test_a_file_no_committed_batch_lists_is_removed_on_restart(spark, tmp_path):
     """Spark's file sink (the operator path) leaves a killed batch's files in the folder too."""
     write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
     write_batch_file(tmp_path / "events", 0, _events(0))
-    _run(spark, tmp_path, "events", "out", "ck", path=ExecutionPath.OPERATOR)
+    _run(spark, tmp_path, "events", "out", "ck", engine="operator")
     folder = tmp_path / "out" / "_output=main"
     written = next(f for f in folder.iterdir() if f.suffix == ".parquet")
     shutil.copy(written, folder / "part-99999-orphan.c000.snappy.parquet")
     assert sum(_main_files(tmp_path / "out").values()) == 6 + 2  # the orphan counted twice
     write_batch_file(tmp_path / "events", 1, _events(1))
-    _run(spark, tmp_path, "events", "out", "ck", path=ExecutionPath.OPERATOR)
+    _run(spark, tmp_path, "events", "out", "ck", engine="operator")
     assert not (folder / "part-99999-orphan.c000.snappy.parquet").exists()
     spark_rows = Counter(tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect())
     assert sum(spark_rows.values()) == 12

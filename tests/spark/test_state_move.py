@@ -15,7 +15,6 @@ import pytest
 from sparkcast.cli import main
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark import read_output
-from sparkcast.spark.plan import ExecutionPath
 from tests.spark.differential import write_batch_file
 from tests.spark.test_guarded_outputs import _events, _run
 
@@ -30,18 +29,18 @@ def _rows(spark, folder: Path) -> Counter:
     return Counter(tuple(r) for r in read_output(spark, str(folder)).collect())
 
 
-def _first_batch(spark, base: Path, path: ExecutionPath) -> None:
+def _first_batch(spark, base: Path, engine: str) -> None:
     write_batch_file(base / "limits", 0, [{"limit": 1}])
     write_batch_file(base / "events", 0, _events(0))
-    _run(spark, base, "events", "out_ref", "ck_ref", path=path)  # the run that never moves
-    _run(spark, base, "events", "out", "old_ck", path=path)
+    _run(spark, base, "events", "out_ref", "ck_ref", engine=engine)  # the run that never moves
+    _run(spark, base, "events", "out", "old_ck", engine=engine)
     write_batch_file(base / "events", 1, _events(1))
-    _run(spark, base, "events", "out_ref", "ck_ref", path=path)
+    _run(spark, base, "events", "out_ref", "ck_ref", engine=engine)
 
 
-@pytest.mark.parametrize("path", [ExecutionPath.PARTITIONED, ExecutionPath.OPERATOR])
-def test_a_moved_checkpoint_restarts_as_if_it_had_never_moved(spark, tmp_path, path, capsys):
-    _first_batch(spark, tmp_path, path)
+@pytest.mark.parametrize("engine", ["auto", "operator"])  # the partitioned path, the operator
+def test_a_moved_checkpoint_restarts_as_if_it_had_never_moved(spark, tmp_path, engine, capsys):
+    _first_batch(spark, tmp_path, engine)
     old_files = _files(tmp_path / "old_ck")
     assert main(["state", "move", str(tmp_path / "old_ck"), str(tmp_path / "moved")]) == 0
     assert '"old_folder": "deleted"' in capsys.readouterr().out
@@ -50,7 +49,7 @@ def test_a_moved_checkpoint_restarts_as_if_it_had_never_moved(spark, tmp_path, p
     assert set(moved) <= set(old_files)  # only checksums of rewritten files dropped
     assert not [name for name, data in moved.items() if b"/old_ck" in data]
 
-    _run(spark, tmp_path, "events", "out", "moved", path=path)
+    _run(spark, tmp_path, "events", "out", "moved", engine=engine)
     reference = _rows(spark, tmp_path / "out_ref")
     assert sum(reference.values()) == 12 and max(n for _, _, n in reference) == 4
     assert _rows(spark, tmp_path / "out") == reference
@@ -58,7 +57,7 @@ def test_a_moved_checkpoint_restarts_as_if_it_had_never_moved(spark, tmp_path, p
 
 def test_a_copy_leaves_the_old_folder_as_it_was_and_is_a_job_of_its_own(spark, tmp_path,
                                                                         capsys):
-    _first_batch(spark, tmp_path, ExecutionPath.PARTITIONED)
+    _first_batch(spark, tmp_path, "auto")
     old_files = _files(tmp_path / "old_ck")
     assert main(["state", "copy", str(tmp_path / "old_ck"), str(tmp_path / "copy")]) == 0
     assert '"old_folder": "kept"' in capsys.readouterr().out

@@ -146,6 +146,7 @@ UPDATED_RULES = [
     ("night-gambling", "mcc = 7995 AND NOT (hour BETWEEN 8 AND 22)", "REVIEW"),
     ("broken", "amount >> 5 AND", "BLOCK"),  # rejected, the rest of the update still applies
 ]
+REMOVED_RULE = "trusted-grocery"  #: deleted by the update
 COUNTRIES = ["DE", "FR", "NL", "US", "GB", "NG", "RU", "KP"]
 MERCHANTS = [("acme-grocery", 5411), ("corner-shop", 5411), ("lucky-casino", 7995),
              ("jet-travel", 4511), ("mega-electronics", 5732)]
@@ -181,7 +182,7 @@ def generate(seed: int = 7, files: int = 8, per_file: int = 200) -> list[Drop]:
         drops.append(Drop(f, EVENTS, f"tx-{f:03d}.json",
                           tuple(transactions(rng, f * per_file, per_file))))
     update = rule_rows(UPDATED_RULES, 100) + [{"seq": 110, "op": "delete",
-                                                "rule_id": "trusted-grocery", "condition": None,
+                                                "rule_id": REMOVED_RULE, "condition": None,
                                                 "action": None}]
     drops.append(Drop(files // 2, BROADCAST, "rules-001.json", tuple(update)))
     return drops

@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from sparkcast.apps.base import ARTIFACTS, BROADCAST, EVENTS, Drop, steps, write_drop
-from sparkcast.apps.fraud import APP, INITIAL_RULES, INVALID_RULES, REVIEW, UPDATED_RULES
+from sparkcast.apps.base import ARTIFACTS, BROADCAST, EVENTS, write_drop
+from sparkcast.apps.feeding import DemoReport, Feeder, wait_for
+from sparkcast.apps.fraud import (
+    APP,
+    INITIAL_RULES,
+    INVALID_RULES,
+    REMOVED_RULE,
+    REVIEW,
+    UPDATED_RULES,
+)
 from sparkcast.apps.postgres import PostgresCluster, PostgresDatabase, jdbc_jar
 
 RULES_TABLE = "fraud_rules"
@@ -45,14 +50,6 @@ TABLES = {
 }
 SINK_TABLES = {"main": "fraud_decisions", REVIEW: "fraud_reviews",
                INVALID_RULES: "fraud_invalid_rules", "dead_letters": "fraud_dead_letters"}
-REMOVED_RULE = "trusted-grocery"
-
-
-@dataclass
-class PostgresDemoReport:
-    lines: list[str]
-    ok: bool
-    seconds: float
 
 
 def create_tables(db: PostgresDatabase) -> None:
@@ -128,7 +125,7 @@ def decided(db: PostgresDatabase) -> int:
 
 def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.0,
                       timeout: float = 300.0, parallelism: int = 2, workdir: Path | None = None,
-                      out: TextIO | None = None, spark: Any = None) -> PostgresDemoReport:
+                      out: TextIO | None = None, spark: Any = None) -> DemoReport:
     """Start PostgreSQL and the query, let transactions arrive and the rules change, stop when
     every transaction is decided (or after ``timeout``), report, stop PostgreSQL."""
     out = out or sys.stdout
@@ -144,10 +141,10 @@ def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.
         spark = spark or spark_session(parallelism)
         query = start_query(spark, db, root / EVENTS, root / "checkpoint",
                             parallelism=parallelism)
-        feeder = Feeder(db, root, drops, step_seconds, timeout)
-        threading.Thread(target=feeder.run, name="sparkcast-demo-feeder", daemon=True).start()
+        feeder = Feeder(drops, lambda drop: write_drop(root, drop), lambda: decided(db),
+                        lambda: update_rules(db), step_seconds, timeout).start()
         try:
-            _wait(query, lambda: decided(db) >= expected and feeder.done.is_set(), began,
+            wait_for(query, lambda: decided(db) >= expected and feeder.done.is_set(), began,
                   timeout, out, lambda: f"{decided(db)}/{expected} transactions decided")
         finally:
             feeder.stop.set()
@@ -156,55 +153,7 @@ def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.
         lines = summary(db, expected, failure)
     ok = failure is None and lines[-1].startswith("OK")
     lines.append("PostgreSQL stopped and removed")
-    return PostgresDemoReport(lines, ok, time.monotonic() - began)
-
-
-class Feeder:
-    """Writes the transactions step by step, each step once the previous one is decided (so
-    the rule change lands between two known steps, however slow the machine), and changes the
-    rules in the database before the middle step's transactions."""
-
-    def __init__(self, db: PostgresDatabase, root: Path, drops: list[Drop],
-                 step_seconds: float, timeout: float) -> None:
-        self.db, self.root, self.drops = db, root, drops
-        self.step_seconds, self.timeout = step_seconds, timeout
-        self.done, self.stop = threading.Event(), threading.Event()
-
-    def run(self) -> None:
-        groups = steps(self.drops)
-        written = 0
-        for number, group in enumerate(groups):
-            if number:
-                self._until(written)
-                if self.stop.wait(self.step_seconds):
-                    return
-            if number == len(groups) // 2:
-                update_rules(self.db)
-            for drop in group:
-                write_drop(self.root, drop)
-                written += len(drop.rows)
-        self.done.set()
-
-    def _until(self, count: int) -> None:
-        """Wait until ``count`` transactions are decided (or the timeout, or a stop)."""
-        deadline = time.monotonic() + self.timeout
-        while (decided(self.db) < count and time.monotonic() < deadline
-               and not self.stop.wait(0.5)):
-            pass
-
-
-def _wait(query: Any, done: Callable[[], bool], began: float, timeout: float, out: TextIO,
-          status: Callable[[], str]) -> None:
-    shown = ""
-    while query.isActive and not done():
-        if time.monotonic() - began > timeout:
-            out.write("demo timeout reached\n")
-            return
-        query.awaitTermination(1.0)
-        if status() != shown:
-            shown = status()
-            out.write(f"  {shown}\n")
-            out.flush()
+    return DemoReport(lines, ok, time.monotonic() - began)
 
 
 def summary(db: PostgresDatabase, expected: int, failure: Any) -> list[str]:

@@ -25,12 +25,15 @@ def read_folder(spark: Any, schema: str, folder: str | Path, max_files: int | No
 
 def build(app: App, spark: Any, events: str | Path, broadcast: str | Path, *,
           artifacts: str | Path | None = None, parallelism: int = 2,
-          max_files_per_trigger: int | None = 1, rules_df: Any = None) -> Any:
-    """The ``ProcessResult`` of an application over two folders of JSON lines (``rules_df``:
-    a broadcast side of the app's broadcast schema from elsewhere, e.g. a database table)."""
+          max_files_per_trigger: int | None = 1, rules_df: Any = None,
+          events_df: Any = None) -> Any:
+    """The ``ProcessResult`` of an application over two folders of JSON lines (``rules_df``,
+    ``events_df``: a side of the app's schema from elsewhere, e.g. a table or a topic)."""
     from sparkcast.spark import Stream
 
-    main_df = read_folder(spark, app.events_schema, events, max_files_per_trigger)
+    main_df = events_df
+    if main_df is None:
+        main_df = read_folder(spark, app.events_schema, events, max_files_per_trigger)
     if rules_df is None:
         rules_df = read_folder(spark, app.broadcast_schema, broadcast, max_files_per_trigger)
     main = Stream(main_df).key_by(*app.key_by) if app.key_by else Stream(main_df)

@@ -47,6 +47,10 @@ def add_commands(commands: Any) -> None:
     demo.add_argument("--postgres", action="store_true",
                       help="fraud only: rules in a throwaway PostgreSQL table (changed mid-run "
                            "by an UPDATE), decisions written to PostgreSQL tables exactly once")
+    demo.add_argument("--kafka", action="store_true",
+                      help="fraud only: transactions and rules in topics of a throwaway Kafka "
+                           "broker (a rule update produced mid-run), decisions written to "
+                           "topics exactly once and read back with read_committed")
     _run_options(demo, demo, defaults=True)
 
     generate = commands.add_parser(
@@ -161,8 +165,8 @@ def _generate(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace, settings: object) -> int:
     from sparkcast.apps.runner import run_demo
 
-    if args.postgres:
-        return _postgres_demo(args)
+    if args.postgres or args.kafka:
+        return _external_demo(args)
     report = run_demo(get_app(args.app), seed=args.seed, scale=args.scale,
                       step_seconds=args.step_seconds, timeout=args.timeout,
                       workdir=args.workdir, settings=settings,  # type: ignore[arg-type]
@@ -172,15 +176,21 @@ def _demo(args: argparse.Namespace, settings: object) -> int:
     return 0 if report.ok else 1
 
 
-def _postgres_demo(args: argparse.Namespace) -> int:
+def _external_demo(args: argparse.Namespace) -> int:
+    """The fraud demo on PostgreSQL (``--postgres``) or on Kafka (``--kafka``)."""
+    flag = "--postgres" if args.postgres else "--kafka"
+    if args.postgres and args.kafka:
+        raise SystemExit("choose one of --postgres and --kafka")
     if args.app != "fraud":
-        raise SystemExit(f"--postgres runs the fraud demo only, not {args.app}")
-    from sparkcast.apps.fraud_postgres import run_postgres_demo
+        raise SystemExit(f"{flag} runs the fraud demo only, not {args.app}")
+    if args.postgres:
+        from sparkcast.apps.fraud_postgres import run_postgres_demo as run_external
+    else:
+        from sparkcast.apps.fraud_kafka import run_kafka_demo as run_external
 
-    report = run_postgres_demo(seed=args.seed, scale=args.scale,
-                               step_seconds=args.step_seconds, timeout=args.timeout,
-                               parallelism=args.parallelism, workdir=args.workdir,
-                               out=sys.stdout if not args.no_view else _Quiet())
+    report = run_external(seed=args.seed, scale=args.scale, step_seconds=args.step_seconds,
+                          timeout=args.timeout, parallelism=args.parallelism,
+                          workdir=args.workdir, out=sys.stdout if not args.no_view else _Quiet())
     print("\n".join(report.lines))
     print(f"  finished in {report.seconds:.0f} s")
     return 0 if report.ok else 1

@@ -14,7 +14,9 @@ brings its own sinks; the CLI watches it and stops it). Three steps, the first b
   runner ``transformWithStateInPandas`` starts on the driver sees no py-files
   (``spark/launch/shipping.py``).
 * ``run_job`` calls the function, starts the query and shows the live view until the query
-  ends, Ctrl-C, or ``--duration`` passes (then it stops between two micro-batches).
+  ends, Ctrl-C, or ``--duration`` passes (then it stops between two micro-batches). At the
+  end it says what the run came to when it was all or mostly dead letters (the first reason),
+  and a run that wrote no row but dead letters fails (``QueryFailedError``: exit status 1).
 """
 
 from __future__ import annotations
@@ -144,7 +146,25 @@ def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobR
     failure = query.exception()
     if failure is not None:
         raise QueryFailedError(f"the query failed: {failure}") from failure
+    say_the_outcome(query, sys.stderr)
     return query
+
+
+def say_the_outcome(query: Any, out: TextIO) -> None:
+    """The end-of-run warning of a run that was all or mostly dead letters; a run in which
+    every output failed raises ``QueryFailedError`` (a non-zero exit)."""
+    from sparkcast.spark.observe.listener import outcome_of
+
+    outcome = outcome_of(str(query.id))
+    if outcome is None:
+        return
+    line = outcome.warning(query.name or str(query.id))
+    if line is not None:
+        out.write(line + "\n")
+    if outcome.all_failed:
+        raise QueryFailedError(
+            f"every output of the run was a dead letter ({outcome.dead_letters}), none was "
+            f"written; the first reason: {outcome.first_reason}")
 
 
 def stop_between_batches(query: Any, after: float) -> None:

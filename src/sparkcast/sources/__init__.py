@@ -1,6 +1,8 @@
 """Streaming inputs from outside files: ``postgres_table`` reads a PostgreSQL table as a stream
-of its changed rows (docs/sources.md), e.g. rules that an admin edits, as a broadcast side."""
+of its changed rows, ``kafka_topic`` a Kafka topic's JSON records through Spark's own Kafka
+source (docs/sources.md); either can be the broadcast side, e.g. rules that change at run time."""
 
+from sparkcast.sources.kafka import kafka_topic
 from sparkcast.sources.postgres import postgres_table, version_trigger_sql
 
-__all__ = ["postgres_table", "version_trigger_sql"]
+__all__ = ["kafka_topic", "postgres_table", "version_trigger_sql"]

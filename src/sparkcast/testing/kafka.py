@@ -17,6 +17,7 @@ topics (the broker-restart tests). Leaving the ``with`` block stops it and remov
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -25,12 +26,13 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sparkcast.errors import MissingDependencyError
+from sparkcast.errors import BrokerError, MissingDependencyError
 from sparkcast.jvm import jars_folder
 
 #: seconds a broker gets to open its port (a cold JVM on a loaded 2-core machine: ~10 s)
@@ -147,7 +149,7 @@ class KafkaBroker:
                 return
             time.sleep(0.2)
         self.stop()
-        raise TimeoutError(f"the Kafka broker did not start in {START_TIMEOUT:.0f} s: "
+        raise BrokerError(f"the Kafka broker did not start in {START_TIMEOUT:.0f} s: "
                            f"{self._log_tail()}")
 
     def _accepts_connections(self) -> bool:
@@ -224,11 +226,33 @@ class KafkaBroker:
             if topic is not None and topic.error is None and len(topic.partitions) == partitions:
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"topic {name!r} was created but is not served after 60 s")
+        raise BrokerError(f"topic {name!r} was created but is not served after 60 s")
 
     def client_config(self, **extra: Any) -> dict[str, Any]:
         """Settings for a confluent-kafka client of this broker."""
         return {"bootstrap.servers": self.bootstrap, **extra}
+
+    def produce(self, topic: str, records: Iterable[tuple[str | None, Any]]) -> int:
+        """Append ``(key, value)`` records to ``topic`` in order and wait until the broker has
+        them all (idempotent, ``acks=all``). A dict value is written as JSON, a str as is (a
+        malformed record), None as a tombstone. Returns how many were written."""
+        from confluent_kafka import Producer
+
+        producer = Producer(self.client_config(**{"enable.idempotence": True,
+                                                  "linger.ms": 5}))
+        failures: list[str] = []
+        count = 0
+        for key, value in records:
+            text = json.dumps(value) if isinstance(value, dict) else value
+            producer.produce(topic, key=key, value=text, on_delivery=lambda error, _: (
+                failures.append(error.str()) if error is not None else None))
+            producer.poll(0)
+            count += 1
+        left = producer.flush(60)
+        if failures or left:
+            raise BrokerError(f"producing to {topic!r}: {left} records not delivered, "
+                               f"errors {failures[:3]}")
+        return count
 
     def read(self, topic: str, committed: bool = True, timeout: float = 60.0
              ) -> list[KafkaRecord]:
@@ -255,9 +279,9 @@ class KafkaBroker:
                 elif error.code() == KafkaError._PARTITION_EOF:
                     pending.discard(message.partition())
                 else:
-                    raise RuntimeError(f"reading {topic!r}: {error.str()}")
+                    raise BrokerError(f"reading {topic!r}: {error.str()}")
             if pending:
-                raise TimeoutError(f"{topic!r} was not read to its end in {timeout:.0f} s")
+                raise BrokerError(f"{topic!r} was not read to its end in {timeout:.0f} s")
             return records
         finally:
             consumer.close()

@@ -92,15 +92,6 @@ SINKS: dict[ExecutionPath, OutputSink] = {ExecutionPath.OPERATOR: FileSink(),
                                           ExecutionPath.PARTITIONED: BatchSink()}
 
 
-def _keep_recorded_path(plan: RuntimePlan, checkpoint_location: str) -> None:
-    """A checkpoint the operator path wrote (a keyed job of sparkcast 0.3.0) restarts on that
-    path: the partitioned path gives the same results, but cannot read Spark's state store."""
-    layout = read_layout(checkpoint_location)
-    if (layout and layout.get("path") == ExecutionPath.OPERATOR
-            and plan.path is ExecutionPath.PARTITIONED):
-        plan.path = ExecutionPath.OPERATOR
-
-
 def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
     """A restart keeps the grouping keys its state was written under: Spark keeps the
     checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
@@ -142,7 +133,6 @@ def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None
     """Refuse a checkpoint the plan cannot restart from (before anything is written), and give
     the plan the query's blob store."""
     plan = outputs.plan
-    _keep_recorded_path(plan, checkpoint_location)
     _keep_recorded_groups(plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)
     plan.blob_store = query_blob_store(plan, checkpoint_location)

@@ -1,0 +1,163 @@
+"""``kafka_topic``: a Kafka topic as a streaming DataFrame of its JSON values, by Spark's own
+Kafka source (PyFlink: ``KafkaSource`` with a JSON deserialization schema).
+
+The value of each record is parsed in the JVM (``from_json``, permissive, no Python on the hot
+path) into ``schema``'s columns. A record that does not fit never reaches the function and
+never stops the stream: it keeps its place as a ``_corrupt_record`` row holding JSON with its
+topic, partition, offset, reason, key and raw value, which sparkcast's malformed-input route
+(``spark/planning/corrupt.py``) turns into a dead letter, on either side.
+
+A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource`` and Kafka Streams'
+``GlobalKTable`` do): a broadcast side reads the whole topic, every current rule, in its first
+micro-batch, and with ``hold_until_ready`` no event is decided before them. A tombstone (a null
+value: the key was deleted, what a compacted topic keeps) becomes a row with only the key and
+the ``tombstone`` column set, so the function can remove the key. docs/sources.md says how.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sparkcast.errors import PipelineError
+from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
+
+#: the record's metadata ``metadata=`` can add, each as column ``kafka_<name>``
+METADATA = {"topic": "topic", "partition": "partition", "offset": "offset",
+            "timestamp": "timestamp", "timestamp_type": "timestampType"}
+#: options that choose the topic: ``topic`` does that, one way
+_TOPIC_OPTIONS = ("subscribe", "subscribePattern", "assign")
+_DEFAULTS = {"startingOffsets": "earliest"}
+
+
+def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | StructType, *,
+                key: str | None = None, tombstone: str | None = None,
+                metadata: Iterable[str] = (), options: Mapping[str, str] | None = None
+                ) -> DataFrame:
+    """The records of ``topic`` as a stream of ``schema``'s columns, parsed from JSON values.
+
+    ``key`` names a string column that holds the record's key (UTF-8); a schema field of that
+    name is filled from the key, which identifies the record in Kafka (compaction keeps the
+    latest value per key). ``tombstone`` names a boolean column, true for a record whose value
+    is null (its fields null, the key set): the function removes the key. Without it a
+    tombstone is a dead letter. ``metadata`` adds any of ``topic``, ``partition``, ``offset``,
+    ``timestamp`` (the record's, e.g. the ``event_time``), ``timestamp_type`` as columns
+    ``kafka_<name>``; order a broadcast side with ``broadcast(..., order_by="kafka_offset")``
+    so one key's updates apply in the topic's order.
+
+    Every entry of ``options`` goes to Spark's reader unchanged (``kafka.security.protocol``,
+    ``kafka.sasl.jaas.config``, ``maxOffsetsPerTrigger``, ``startingOffsets``, ...); they win
+    over the default ``startingOffsets=earliest``. No message of this function shows them."""
+    struct = _struct(schema)
+    names = struct.fieldNames()
+    _check(names, struct, key, tombstone, metadata, options or {})
+    reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
+                                                     bootstrap_servers)
+    settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
+    raw = reader.options(**settings).load()
+    return _parsed(raw, struct, key, tombstone, list(metadata))
+
+
+def _struct(schema: str | StructType) -> StructType:
+    from pyspark.sql.types import _parse_datatype_string
+
+    struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
+    if not isinstance(struct, StructType):
+        raise PipelineError(f"schema must be a struct (DDL or StructType), not {schema!r}")
+    return struct
+
+
+def _check(names: list[str], struct: StructType, key: str | None, tombstone: str | None,
+           metadata: Iterable[str], options: Mapping[str, str]) -> None:
+    """Refuse what would go wrong later, naming the fix (never an option's value)."""
+    chosen = [o for o in options if o in _TOPIC_OPTIONS]
+    if chosen:
+        raise PipelineError(f"options {chosen} choose the topic, which the topic argument "
+                            "does: leave them out (one query reads one topic per kafka_topic)")
+    unknown = [m for m in metadata if m not in METADATA]
+    if unknown:
+        raise PipelineError(f"metadata {unknown}: choose from {', '.join(METADATA)}")
+    if CORRUPT_COLUMN in names:
+        raise PipelineError(f"{CORRUPT_COLUMN} is added by kafka_topic; leave it out of schema")
+    if key is not None and key in names and struct[key].dataType != StringType():
+        raise PipelineError(f"key column {key!r} is {struct[key].dataType.simpleString()} in "
+                            "the schema; a record key is read as a string: make it string")
+    if tombstone is not None and key is None:
+        raise PipelineError("a tombstone deletes its key: pass key='<column>' with tombstone")
+    added = [c for c in [tombstone, *[f"kafka_{m}" for m in metadata]] if c is not None]
+    clash = [c for c in added if c in names or added.count(c) > 1]
+    if clash:
+        raise PipelineError(f"columns {sorted(set(clash))} are both in the schema and added by "
+                            "kafka_topic (tombstone, metadata); rename one")
+
+
+def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str | None,
+            metadata: list[str]) -> DataFrame:
+    text = F.col("value").cast("string")
+    with_corrupt = StructType([*[StructField(f.name, f.dataType, True) for f in struct.fields],
+                               StructField(CORRUPT_COLUMN, StringType(), True)])
+    parsed = F.from_json(text, with_corrupt, {"mode": "PERMISSIVE",
+                                              "columnNameOfCorruptRecord": CORRUPT_COLUMN})
+    frame = raw.select(F.col("key").cast("string").alias("_k"), text.alias("_v"),
+                       parsed.alias("_p"), *[F.col(c) for c in METADATA.values()])
+    frame = frame.select("*", _reason(struct, tombstone is not None, key).alias("_why"))
+    reason = F.col("_why")
+    columns = [_field(f, key) for f in struct.fields]
+    if key is not None and key not in struct.fieldNames():
+        columns.append(F.col("_k").alias(key))
+    if tombstone is not None:
+        columns.append(F.col("_v").isNull().alias(tombstone))
+    columns += [F.col(METADATA[m]).alias(f"kafka_{m}") for m in metadata]
+    corrupt = F.when(reason.isNotNull(), _letter(reason)).cast(StringType())
+    return frame.select(*columns, corrupt.alias(CORRUPT_COLUMN))
+
+
+def _field(field: StructField, key: str | None) -> Column:
+    if field.name == key:
+        return F.col("_k").alias(field.name)
+    return F.col("_p").getField(field.name).alias(field.name)
+
+
+def _reason(struct: StructType, tombstones: bool, key: str | None) -> Column:
+    """Why a record does not fit (null when it does): the first reason that applies."""
+    value, corrupt = F.col("_v"), F.col("_p").getField(CORRUPT_COLUMN)
+    if tombstones:
+        null_value = F.when(F.col("_k").isNull(), F.lit("a tombstone (null value) without a key"))
+    else:
+        null_value = F.lit("a tombstone (null value), and kafka_topic was given no tombstone "
+                           "column to carry it")
+    checks = [(value.isNull(), null_value),
+              (F.json_object_keys(value).isNull(), F.lit("the value is not a JSON object")),
+              (corrupt.isNotNull(), _misfit(struct))]
+    for field in struct.fields:
+        if not field.nullable:
+            present = F.col("_k") if field.name == key else F.col("_p").getField(field.name)
+            checks.append((present.isNull(),
+                           F.lit(f"field {field.name} is missing or null, and the schema says "
+                                 "NOT NULL")))
+    chain = F.when(checks[0][0], checks[0][1])
+    for condition, why in checks[1:]:
+        chain = chain.when(condition, why)
+    return chain
+
+
+def _misfit(struct: StructType) -> Column:
+    """The fields whose JSON value is present but does not parse as the field's type."""
+    names = [F.when(F.get_json_object(F.col("_v"), f"$['{f.name}']").isNotNull()
+                    & F.col("_p").getField(f.name).isNull(),
+                    F.lit(f"{f.name} ({f.dataType.simpleString()})"))
+             for f in struct.fields if "'" not in f.name]
+    wrong = F.concat_ws(", ", *names) if names else F.lit("")
+    return F.when(wrong != "", F.concat(F.lit("does not fit the schema: "), wrong)).otherwise(
+        F.lit("the value does not parse as the schema"))
+
+
+def _letter(reason: Column) -> Column:
+    """The dead letter's value: where the record is, why it was refused, what it held."""
+    return F.to_json(F.struct(F.col("topic").alias("topic"), F.col("partition").alias("partition"),
+                              F.col("offset").alias("offset"), reason.alias("reason"),
+                              F.col("_k").alias("key"), F.col("_v").alias("value")))

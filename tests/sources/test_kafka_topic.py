@@ -1,0 +1,297 @@
+"""``kafka_topic`` on a REAL Kafka broker (``kafka_broker``) and real local Spark: both sides
+from topics equal to the harness (keyed and not), a new checkpoint on a compacted broadcast topic
+with tombstones, malformed records as dead letters that say where they are, options passed
+through with secrets kept out of sight, and the broker stopped and restarted mid-run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from pyspark.errors import StreamingQueryException
+
+from sparkcast import (
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    MapStateDescriptor,
+    ValueStateDescriptor,
+)
+from sparkcast.errors import PipelineError
+from sparkcast.sources import kafka_topic
+from sparkcast.spark import Stream, read_output
+from tests.spark.corpus import ENRICH, FRAUD, Program
+from tests.spark.differential import (
+    harness_outputs,
+    split_outputs,
+    tagged_union,
+)
+
+pytestmark = pytest.mark.spark
+
+#: each corpus program's broadcast key, the record key of its rules topic
+RULE_KEYS = {"fraud": "id", "enrich": "code"}
+
+
+def _name(what: str) -> str:
+    return f"{what}-{uuid.uuid4().hex[:8]}"
+
+
+def _program_topics(broker, program: Program) -> tuple[str, str]:
+    events, rules = _name(f"{program.name}-events"), _name(f"{program.name}-rules")
+    broker.create_topic(events, partitions=3)
+    broker.create_topic(rules, partitions=2)
+    return events, rules
+
+
+def test_both_sides_from_topics_equal_the_harness(spark, kafka_broker, tmp_path):
+    """Micro-batch i of each program is produced, then read by an ``availableNow`` run from the
+    same checkpoint: Spark's batches are the harness's, restarts included."""
+    programs = [FRAUD, ENRICH]  # keyed and not
+    topics = {p.name: _program_topics(kafka_broker, p) for p in programs}
+    inputs = {p.name: (kafka_topic(spark, kafka_broker.bootstrap, topics[p.name][0],
+                                   p.main_schema),
+                       kafka_topic(spark, kafka_broker.bootstrap, topics[p.name][1],
+                                   p.broadcast_schema)) for p in programs}
+    union = tagged_union(programs, inputs, parallelism=3)
+    out = str(tmp_path / "out")
+    for index in range(max(len(p.batches) for p in programs)):
+        for program in programs:
+            if index >= len(program.batches):
+                continue
+            events, rules = topics[program.name]
+            bcast, main = program.batches[index]
+            kafka_broker.produce(rules, [(r[RULE_KEYS[program.name]], r) for r in bcast])
+            kafka_broker.produce(events, [(r.get(program.key or ""), r) for r in main])
+        union.writeStream.format("parquet").option("path", out).option(
+            "checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start(
+            ).awaitTermination()
+    found = split_outputs(programs, spark.read.parquet(out).collect())
+    for program in programs:
+        assert found[program.name] == harness_outputs(program), program.name
+        assert sum(found[program.name]["main"].values()) > 0
+
+
+RULES = MapStateDescriptor("rules", str, float)
+
+
+class StateSnapshot(BroadcastProcessFunction):
+    """Puts a rule per key, removes a key on its tombstone; each event sees the whole state."""
+
+    def process_broadcast_element(self, value, ctx):
+        rules = ctx.get_broadcast_state(RULES)
+        if value.deleted:
+            rules.remove(value.name)
+        else:
+            rules.put(value.name, value.limit)
+
+    def process_element(self, value, ctx):
+        yield value.id, json.dumps(dict(sorted(ctx.get_broadcast_state(RULES).items())))
+
+
+def _compacted_topic(broker) -> str:
+    topic = _name("rules-compacted")
+    broker.create_topic(topic, partitions=2, config={
+        "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+        "min.compaction.lag.ms": "0", "delete.retention.ms": "3600000"})
+    return topic
+
+
+def _rule_rounds() -> list[list[tuple[str, dict | None]]]:
+    """Four versions of six rules; r1 and r3 deleted in round 2, r3 put back in round 3."""
+    rounds = []
+    for version in range(4):
+        records: list[tuple[str, dict | None]] = []
+        for i in range(6):
+            deleted = (version == 2 and i in (1, 3)) or (version == 3 and i == 1)
+            records.append((f"r{i}", None if deleted else {"limit": 10.0 * version + i}))
+        rounds.append(records)
+    return rounds
+
+
+def _latest(records) -> dict[str, float]:
+    state: dict[str, float] = {}
+    for key, value in records:
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value["limit"]
+    return dict(sorted(state.items()))
+
+
+def _wait_compacted(broker, topic: str, produced: int, timeout: float = 60.0) -> list:
+    """The topic once the log cleaner has removed older versions (each round is a segment of
+    its own: ``segment.ms`` rolls it when the next round arrives)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = broker.read(topic)
+        if len(records) < produced:
+            return records
+        time.sleep(0.5)
+    raise AssertionError(f"{topic} was not compacted in {timeout:.0f} s")
+
+
+def test_a_new_checkpoint_on_a_compacted_topic_holds_the_latest_value_per_key(
+        spark, kafka_broker, tmp_path):
+    rules, events = _compacted_topic(kafka_broker), _name("events")
+    kafka_broker.create_topic(events, partitions=2)
+    produced = []
+    for records in _rule_rounds():
+        kafka_broker.produce(rules, records)
+        produced += records
+        time.sleep(0.3)  # the next round opens a new segment; the cleaner compacts the closed
+    kept = _wait_compacted(kafka_broker, rules, len(produced))
+    assert any(r.value is None for r in kept)  # tombstones stay (delete.retention.ms)
+    assert len(kept) < len(produced)  # the cleaner removed older versions: offsets have gaps
+    expected = _latest(produced)
+    assert expected == _latest([(r.key, r.value and json.loads(r.value)) for r in kept])
+    kafka_broker.produce(events, [(None, {"id": 1})])
+
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "name string, limit double",
+                           key="name", tombstone="deleted", metadata=["offset"])
+    events_df = kafka_topic(spark, kafka_broker.bootstrap, events, "id long")
+    result = Stream(events_df).connect(
+        Stream(rules_df).broadcast(RULES, order_by="kafka_offset")).process(
+        StateSnapshot(), "id long, rules string", hold_until_ready=[RULES])
+    out = str(tmp_path / "out")
+    result.write_stream(out, str(tmp_path / "ckpt"), trigger={"availableNow": True}
+                        ).awaitTermination()
+    (row,) = read_output(spark, out).collect()
+    assert json.loads(row.rules) == expected
+    assert read_output(spark, out, "dead_letters").count() == 0
+
+
+class Totals(KeyedBroadcastProcessFunction):
+    """Counts each user's events; scales the amount by the broadcast factor."""
+
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value.name, value.limit)
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        factor = ctx.get_broadcast_state(RULES).get("factor") or 1.0
+        yield value.user, n, value.amount * factor
+
+
+def _totals(spark, broker, events: str, rules: str, **options):
+    events_df = kafka_topic(spark, broker.bootstrap, events, "user string, amount double",
+                            metadata=["partition", "offset"], **options)
+    rules_df = kafka_topic(spark, broker.bootstrap, rules, "limit double", key="name")
+    return Stream(events_df).key_by("user").connect(Stream(rules_df).broadcast(RULES)).process(
+        Totals(), "user string, n long, scaled double")
+
+
+def test_malformed_records_become_dead_letters_naming_topic_partition_offset(
+        spark, kafka_broker, tmp_path):
+    events, rules = _name("events"), _name("rules")
+    kafka_broker.create_topic(events, partitions=2)
+    kafka_broker.create_topic(rules)
+    kafka_broker.produce(rules, [("factor", {"limit": 2.0}), ("bad", "{not json")])
+    kafka_broker.produce(events, [
+        ("u1", {"user": "u1", "amount": 1.0}), ("u1", "garbage"),
+        ("u1", {"user": "u1", "amount": "lots"}), ("u1", None), ("u1", "[1, 2]"),
+        ("u1", {"user": "u1", "amount": 3.0})])
+    out = str(tmp_path / "out")
+    _totals(spark, kafka_broker, events, rules).write_stream(
+        out, str(tmp_path / "ckpt"), trigger={"availableNow": True}).awaitTermination()
+
+    assert sorted(tuple(r) for r in read_output(spark, out).collect()) == [
+        ("u1", 1, 2.0), ("u1", 2, 6.0)]  # the records after the bad ones still count
+    letters = [json.loads(r.value) for r in read_output(spark, out, "dead_letters").collect()
+               if r.callback == "input"]
+    by_offset = {(d["topic"], d["offset"]): d for d in letters}
+    partition = {d["partition"] for d in letters if d["topic"] == events}
+    assert len(partition) == 1  # one key: one partition, its offsets in produce order
+    assert set(by_offset) == {(rules, 1), *[(events, o) for o in (1, 2, 3, 4)]}
+    assert by_offset[(events, 1)]["reason"] == "the value is not a JSON object"
+    assert by_offset[(events, 2)]["reason"] == "does not fit the schema: amount (double)"
+    assert by_offset[(events, 2)]["value"] == '{"user": "u1", "amount": "lots"}'
+    assert "tombstone" in by_offset[(events, 3)]["reason"]
+    assert by_offset[(events, 4)]["reason"] == "the value is not a JSON object"
+    assert by_offset[(rules, 1)]["key"] == "bad"
+
+
+def test_options_pass_through_and_secrets_stay_out_of_sight(spark, kafka_broker, tmp_path):
+    events, rules = _name("events"), _name("rules")
+    kafka_broker.create_topic(events, partitions=2)
+    kafka_broker.create_topic(rules)
+    kafka_broker.produce(rules, [("factor", {"limit": 1.0})])
+    kafka_broker.produce(events, [(f"u{i % 4}", {"user": f"u{i % 4}", "amount": float(i)})
+                                  for i in range(12)])
+    secret = "s3cr3t-pa55word"
+    jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required ' \
+           f'username="app" password="{secret}";'
+    result = _totals(spark, kafka_broker, events, rules, options={
+        "maxOffsetsPerTrigger": "4", "kafka.sasl.jaas.config": jaas})
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    assert len(batches) >= 3  # 12 events, at most 4 a micro-batch
+    assert read_output(spark, str(tmp_path / "out")).count() == 12
+    plan = kafka_topic(spark, kafka_broker.bootstrap, events, "user string", options={
+        "kafka.sasl.jaas.config": jaas})._jdf.queryExecution().toString()
+    assert "kafka.sasl.jaas.config" in plan and secret not in plan  # Spark redacts it
+    assert secret not in json.dumps([p.json for p in query.recentProgress])
+    with pytest.raises(PipelineError, match="choose the topic") as refused:
+        kafka_topic(spark, kafka_broker.bootstrap, events, "user string",
+                    options={"subscribe": "other", "kafka.sasl.jaas.config": jaas})
+    assert secret not in str(refused.value)
+
+
+def test_checks_name_the_fix(spark):
+    for kwargs, message in [
+        ({"tombstone": "deleted"}, "pass key="),
+        ({"metadata": ["headers"]}, "choose from"),
+        ({"key": "amount"}, "make it string"),
+        ({"metadata": ["offset"], "schema": "kafka_offset long"}, "rename one"),
+    ]:
+        schema = kwargs.pop("schema", "user string, amount double")
+        with pytest.raises(PipelineError, match=message):
+            kafka_topic(spark, "127.0.0.1:1", "t", schema, **kwargs)
+
+
+def test_a_broker_restarted_mid_run_loses_nothing_and_repeats_nothing(
+        spark, kafka_broker, tmp_path):
+    """The broker goes away between two rounds of events: the running query either rides it out
+    or fails with Kafka's error; a restart from its checkpoint completes, and every event is
+    counted exactly once (each user's counts run 1..n, from the written files)."""
+    events, rules = _name("events"), _name("rules")
+    kafka_broker.create_topic(events, partitions=3)
+    kafka_broker.create_topic(rules)
+    kafka_broker.produce(rules, [("factor", {"limit": 1.0})])
+    first = [(f"u{i % 5}", {"user": f"u{i % 5}", "amount": float(i)}) for i in range(20)]
+    kafka_broker.produce(events, first)
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    result = _totals(spark, kafka_broker, events, rules)
+    query = result.write_stream(out, ckpt, trigger={"processingTime": "500 milliseconds"})
+    try:
+        query.processAllAvailable()
+        kafka_broker.stop()
+        time.sleep(8)  # the query's next triggers find no broker
+        kafka_broker.start()
+        kafka_broker.produce(events, [(f"u{i % 5}", {"user": f"u{i % 5}", "amount": float(i)})
+                                      for i in range(20, 45)])
+        with contextlib.suppress(StreamingQueryException):
+            query.processAllAvailable()
+    finally:
+        kafka_broker.start()  # the session's broker stays up for the other tests
+        failure = query.exception()
+        query.stop()
+    if failure is not None:  # it failed while the broker was away: with Kafka's reason
+        assert "kafka" in str(failure).lower() or "timeout" in str(failure).lower(), failure
+    restarted = result.write_stream(out, ckpt, trigger={"availableNow": True})
+    restarted.awaitTermination()
+    rows = [tuple(r) for r in read_output(spark, out).collect()]
+    counts = Counter(user for user, _, _ in rows)
+    assert counts == Counter({f"u{i}": 9 for i in range(5)})
+    for user in counts:
+        assert sorted(n for u, n, _ in rows if u == user) == list(range(1, 10))
+    assert sorted(s for _, _, s in rows) == [float(i) for i in range(45)]
