@@ -11,12 +11,13 @@
     sparkcast list                         the applications
     sparkcast state show CHECKPOINT [--key K]          a job's state
     sparkcast state rescale CHECKPOINT NEW --parallelism P [--state-buckets B]
+    sparkcast state move|copy CHECKPOINT NEW           to another folder or bucket
     sparkcast view [--url URL | --output DIR]   the live view of any sparkcast query
     sparkcast report (--url URL | --output DIR) --html FILE   a run's pictures, one HTML file
     sparkcast --version | --debug COMMAND ...
 
 The groups: :mod:`~sparkcast.cli.apps` (demo, generate, run, list; a job file's run in
-:mod:`~sparkcast.cli.jobs`), :mod:`~sparkcast.cli.state` (state show, state rescale),
+:mod:`~sparkcast.cli.jobs`), :mod:`~sparkcast.cli.state` (state show, rescale, move, copy),
 :mod:`~sparkcast.cli.view` (view, report), :mod:`~sparkcast.cli.skeleton` (init).
 :mod:`~sparkcast.cli.checks` checks every argument before a command runs: a mistake is one line
 on stderr and exit status 2, within a second and before any JVM starts. Each adds its commands to

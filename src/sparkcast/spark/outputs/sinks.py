@@ -110,10 +110,9 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     plan = outputs.plan
     guard_output(plan, path, checkpoint_location)
     prepare_checkpoint(outputs, checkpoint_location)
-    if plan.path not in BATCH_PATHS and plan.spark is not None:
+    if plan.path not in BATCH_PATHS:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
-        interval = plan.spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10")
-        CommitLog(path, int(interval or 10)).fill(
+        CommitLog(path, _compact_interval(plan)).fill(
             checkpoint_files.committed_batches(checkpoint_location))
     write_files_manifest(plan, path, checkpoint_location)
     query = SINKS[plan.path].start(outputs, path, checkpoint_location, format, trigger,
@@ -122,6 +121,12 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     if log is not None:
         PROGRESS_LOGS[str(query.id)] = log
     return query
+
+
+def _compact_interval(plan: RuntimePlan) -> int:
+    """Every how many batches the file sink's log compacts (Spark's setting, 10)."""
+    key = "spark.sql.streaming.fileSink.log.compactInterval"
+    return int((plan.spark.conf.get(key, "10") if plan.spark is not None else None) or 10)
 
 
 def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None:
@@ -137,8 +142,11 @@ def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None
 def write_files_manifest(plan: RuntimePlan, path: str, checkpoint_location: str) -> None:
     """The side outputs' schemas beside the files under ``path``, for ``read_output``, and the
     checkpoint that writes them; files of micro-batches that were never committed removed
-    first (call after ``guard_output``: the folder is this checkpoint's)."""
+    first, and a new folder's log started at the checkpoint's next batch (call after
+    ``guard_output``: the folder is this checkpoint's)."""
     remove_orphans(path)
+    CommitLog(path, _compact_interval(plan)).start(
+        checkpoint_files.committed_batches(checkpoint_location))
     earlier = (read_manifest(path) or {}).get("side_outputs", {})
     write_manifest(path, plan.output_schema.simpleString(), {
         **earlier,  # a side output dropped on a restart keeps its schema for read_output

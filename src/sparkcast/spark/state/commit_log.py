@@ -109,11 +109,25 @@ class CommitLog:
             return []
         filled = [b for b in sorted(batches) if b > max(logged) and not self.committed(b)]
         for batch in filled:
-            compact = self._compacts(batch)
-            entries = self._entries_since_compact(batch) if compact else []
-            storage.write_bytes(self._file(batch, compact),
-                                b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
+            self._log_empty(batch)
         return filled
+
+    def start(self, batches: list[int]) -> list[int]:
+        """A log that has no batch yet, for a checkpoint that committed ``batches`` before
+        (a copied checkpoint, or one given a new output folder): those batches logged as
+        batches that wrote nothing here, since Spark's reader refuses a log that starts after
+        batch 0. Returns the batches logged."""
+        if self.batches():
+            return []
+        for batch in sorted(batches):
+            self._log_empty(batch)
+        return sorted(batches)
+
+    def _log_empty(self, batch: int) -> None:
+        compact = self._compacts(batch)
+        entries = self._entries_since_compact(batch) if compact else []
+        storage.write_bytes(self._file(batch, compact),
+                            b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
 
     def _publish(self, batch: int, staging: str, only: set[str] | None
                  ) -> list[dict[str, Any]]:
