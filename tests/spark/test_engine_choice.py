@@ -153,6 +153,7 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     assert "output main: write_stream" in text and "output dead_letters:" in text
     assert "result.main and side_output DataFrames: operator" in text
     assert "timers" in seen["timers"].reason and "timers" not in seen["counter"].reason
+    assert "the clock" in seen["timers"].cost and "clock" not in seen["counter"].cost
     assert "second keyed side" in str(seen["keyed co-process"])
 
 

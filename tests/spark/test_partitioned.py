@@ -270,6 +270,8 @@ def test_a_checkpoint_of_the_operator_path_restarts_on_it(spark, tmp_path):
     query.awaitTermination()
     assert query.exception() is None
     assert again.plan.path == "partitioned"  # the plan is never changed by a query
+    assert any(again.observation in p.get("observedMetrics", {})  # the query's counts
+               for p in query.recentProgress)
     assert _written(spark, tmp_path) == _expected([[i] for i in range(4)])
     with pytest.raises(PipelineError, match="written by the operator engine"):
         _totals(spark, tmp_path, engine="micro_batch").write_stream(

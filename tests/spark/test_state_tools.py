@@ -95,12 +95,14 @@ def _harness_batch(h, batch, high):
 
 
 def _result(spark, base, run, parallelism, initial_state=None):
+    """The operator engine: these tools read and rescale Spark's state store (a timer function
+    would take the partitioned path on its own)."""
     events = with_watermark(read_stream(spark, EVENTS, base / f"events{run}"))
     rules = read_stream(spark, RULES, base / f"rules{run}")
     return (Stream(events).key_by("k").connect(Stream(rules).broadcast(LIMITS))
             .process(Tracker(), OUTPUT, parallelism=parallelism, state_buckets=8,
                      event_time="ts", hold_until_ready=[(LIMITS, "limit")],
-                     initial_state=initial_state))
+                     initial_state=initial_state, engine="operator"))
 
 
 def _write_inputs(base, run, batches):

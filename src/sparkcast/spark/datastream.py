@@ -365,6 +365,9 @@ class ProcessResult:
         choice = query_choice(self.plan, checkpoint_location)
         if choice.path is self.plan.path:
             return self
+        if self.observation is None:  # named here, so result.observation names the query's
+            assert self.plan.spark is not None
+            self.observation = next_name(self.plan.spark)
         outputs = ProcessResult(replace(self.plan, path=choice.path, reason=choice.reason))
         outputs.observation = self.observation
         return outputs

@@ -20,7 +20,10 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from sparkcast.spark.layout import CLOCK_SIDE
+
 _SIDE = re.compile(r"\b(\d+) AS _side#")
+_AGGREGATE_STATE = "StateStoreSave"
 
 
 def side_partitions(batch: DataFrame, query: StreamingQuery | None
@@ -91,5 +94,8 @@ def _union_parts(rdd: Any) -> list[int]:
 
 
 def _side_of(node: Any) -> int | None:
-    sides = set(_SIDE.findall(node.treeString()))
+    tree = node.treeString()
+    sides = set(_SIDE.findall(tree))
+    if not sides and _AGGREGATE_STATE in tree:
+        return CLOCK_SIDE  # ``tagging.clock``: its side literal is folded into the aggregate
     return int(sides.pop()) if len(sides) == 1 else None

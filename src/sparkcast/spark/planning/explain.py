@@ -63,7 +63,15 @@ def explanation(plan: RuntimePlan, query: Choice, dataframes: Choice) -> Explana
     return Explanation(
         engine=query.engine, path=query.path, reason=query.reason,
         sides=_sides(plan.facts, query.path), outputs=_outputs(plan, query.path),
-        cost=_COST[query.path].format(p=plan.parallelism), dataframes=dataframes)
+        cost=_cost(plan, query.path), dataframes=dataframes)
+
+
+def _cost(plan: RuntimePlan, path: ExecutionPath) -> str:
+    cost = _COST[path].format(p=plan.parallelism)
+    if path is ExecutionPath.PARTITIONED and plan.time_mode == "EventTime":
+        cost += ("; event-time timers: the clock (a no-op count) scans the main rows a second "
+                 "time, and Spark runs a no-data micro-batch when the watermark moves")
+    return cost
 
 
 def _sides(facts: PlanFacts, path: ExecutionPath) -> tuple[tuple[str, str], ...]:

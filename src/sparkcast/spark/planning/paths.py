@@ -33,7 +33,8 @@ def broadcast_facts(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame,
 def keyed_facts(plan: RuntimePlan, main: DataFrame, spec: ProcessSpec) -> PlanFacts:
     """The facts of a ``KeyedProcessFunction`` or ``KeyedCoProcessFunction`` plan."""
     return PlanFacts(
-        function=type(spec.function).__name__, main_streaming=main.isStreaming,
+        function="KeyedCoProcessFunction" if plan.second_fields else "KeyedProcessFunction",
+        main_streaming=main.isStreaming,
         broadcast=BroadcastSide.NONE, keyed=True, keyed_state=bool(plan.keyed_descriptors),
         timers=plan.time_mode != "None", event_time=plan.event_time is not None,
         seeded=spec.seeded,
