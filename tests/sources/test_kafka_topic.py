@@ -180,6 +180,16 @@ class Totals(KeyedBroadcastProcessFunction):
         yield value.user, n, value.amount * factor
 
 
+class Scaled(BroadcastProcessFunction):
+    """Scales each amount by the broadcast factor (non-keyed: the streamed path)."""
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value.name, value.limit)
+
+    def process_element(self, value, ctx):
+        yield value.user, value.amount * (ctx.get_broadcast_state(RULES).get("factor") or 1.0)
+
+
 def _totals(spark, broker, events: str, rules: str, **options):
     events_df = kafka_topic(spark, broker.bootstrap, events, "user string, amount double",
                             metadata=["partition", "offset"], **options)
@@ -222,20 +232,25 @@ def test_options_pass_through_and_secrets_stay_out_of_sight(spark, kafka_broker,
     events, rules = _name("events"), _name("rules")
     kafka_broker.create_topic(events, partitions=2)
     kafka_broker.create_topic(rules)
-    kafka_broker.produce(rules, [("factor", {"limit": 1.0})])
+    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
     kafka_broker.produce(events, [(f"u{i % 4}", {"user": f"u{i % 4}", "amount": float(i)})
                                   for i in range(12)])
     secret = "s3cr3t-pa55word"
     jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required ' \
            f'username="app" password="{secret}";'
-    result = _totals(spark, kafka_broker, events, rules, options={
-        "maxOffsetsPerTrigger": "4", "kafka.sasl.jaas.config": jaas})
+    events_df = kafka_topic(spark, kafka_broker.bootstrap, events, "user string, amount double",
+                            options={"maxOffsetsPerTrigger": "4", "kafka.sasl.jaas.config": jaas})
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double", key="name")
+    result = Stream(events_df).connect(Stream(rules_df).broadcast(RULES)).process(
+        Scaled(), "user string, scaled double")
     query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
                                 trigger={"availableNow": True})
     query.awaitTermination()
+    assert result.plan.path == "streamed"  # non-keyed: one foreachBatch over both topics
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     assert len(batches) >= 3  # 12 events, at most 4 a micro-batch
-    assert read_output(spark, str(tmp_path / "out")).count() == 12
+    assert sorted(r.scaled for r in read_output(spark, str(tmp_path / "out")).collect()) == [
+        2.0 * i for i in range(12)]
     plan = kafka_topic(spark, kafka_broker.bootstrap, events, "user string", options={
         "kafka.sasl.jaas.config": jaas})._jdf.queryExecution().toString()
     assert "kafka.sasl.jaas.config" in plan and secret not in plan  # Spark redacts it
@@ -252,6 +267,8 @@ def test_checks_name_the_fix(spark):
         ({"metadata": ["headers"]}, "choose from"),
         ({"key": "amount"}, "make it string"),
         ({"metadata": ["offset"], "schema": "kafka_offset long"}, "rename one"),
+        ({"key": "deleted", "tombstone": "deleted"}, "rename one"),
+        ({"options": {"assign": '{"t": [0]}'}}, "choose the topic"),
     ]:
         schema = kwargs.pop("schema", "user string, amount double")
         with pytest.raises(PipelineError, match=message):

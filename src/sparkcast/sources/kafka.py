@@ -88,11 +88,14 @@ def _check(names: list[str], struct: StructType, key: str | None, tombstone: str
                             "the schema; a record key is read as a string: make it string")
     if tombstone is not None and key is None:
         raise PipelineError("a tombstone deletes its key: pass key='<column>' with tombstone")
-    added = [c for c in [tombstone, *[f"kafka_{m}" for m in metadata]] if c is not None]
+    key_column = key if key is not None and key not in names else None
+    added = [c for c in [key_column, tombstone, *[f"kafka_{m}" for m in metadata]]
+             if c is not None]
     clash = [c for c in added if c in names or added.count(c) > 1]
     if clash:
-        raise PipelineError(f"columns {sorted(set(clash))} are both in the schema and added by "
-                            "kafka_topic (tombstone, metadata); rename one")
+        raise PipelineError(f"columns {sorted(set(clash))} are named twice among the schema "
+                            "and the columns kafka_topic adds (key, tombstone, metadata); "
+                            "rename one")
 
 
 def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str | None,
@@ -104,6 +107,7 @@ def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str 
                                               "columnNameOfCorruptRecord": CORRUPT_COLUMN})
     frame = raw.select(F.col("key").cast("string").alias("_k"), text.alias("_v"),
                        parsed.alias("_p"), *[F.col(c) for c in METADATA.values()])
+    # the reason once per row: the condition and the dead letter's text both read it
     frame = frame.select("*", _reason(struct, tombstone is not None, key).alias("_why"))
     reason = F.col("_why")
     columns = [_field(f, key) for f in struct.fields]
@@ -112,7 +116,7 @@ def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str 
     if tombstone is not None:
         columns.append(F.col("_v").isNull().alias(tombstone))
     columns += [F.col(METADATA[m]).alias(f"kafka_{m}") for m in metadata]
-    corrupt = F.when(reason.isNotNull(), _letter(reason)).cast(StringType())
+    corrupt = F.when(reason.isNotNull(), _letter(reason))
     return frame.select(*columns, corrupt.alias(CORRUPT_COLUMN))
 
 
