@@ -19,6 +19,7 @@ from sparkcast import errors
 from sparkcast.errors import (
     AppError,
     ArgumentTypeError,
+    BrokerError,
     ConfigError,
     ContextError,
     DatabaseError,
@@ -149,6 +150,7 @@ def test_the_raise_checker_sees_builtins_foreign_classes_and_untyped_factories()
         (JavaNotFoundError, (SparkcastError, RuntimeError)),
         (UnsupportedSparkError, (SparkcastError, RuntimeError)),
         (DatabaseError, (SparkcastError, RuntimeError)),
+        (BrokerError, (SparkcastError, RuntimeError)),
         (ReadOnlyStateError, (StateError, TypeError)),
         (UnknownStateError, (StateError, KeyError)),
         (KeyedStateError, (StateError, RuntimeError)),
@@ -196,7 +198,7 @@ def test_every_error_class_is_importable_from_sparkcast_errors():
 def test_every_error_class_is_in_the_tree_drawn_in_the_docstring():
     ours = [v for v in vars(errors).values()
             if isinstance(v, type) and issubclass(v, SparkcastError)]
-    assert len(ours) == 30
+    assert len(ours) == 31
     defined = _defined_errors()
     assert set(ours) == defined
     for cls in defined:

@@ -21,6 +21,8 @@ class of the package is defined and importable here, the applications' too:
     ├── UnsupportedSparkError (RuntimeError)  a PySpark outside the tested range; names the range
     ├── DatabaseError (RuntimeError)          a database (PostgreSQL) that cannot be started,
     │                                         reached or read; the message says why and the fix
+    ├── BrokerError (RuntimeError)            the throwaway Kafka broker (sparkcast.testing)
+    │                                         did not start, serve a topic, take or give records
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
@@ -105,6 +107,11 @@ class UnsupportedSparkError(SparkcastError, RuntimeError):
 class DatabaseError(SparkcastError, RuntimeError):
     """A database could not be started, reached or read (a throwaway PostgreSQL cluster, a
     broadcast side read from a table); the message names the database, the cause and the fix."""
+
+
+class BrokerError(SparkcastError, RuntimeError):
+    """The throwaway Kafka broker of tests and demos (``sparkcast.testing.kafka``) did not
+    start in time, serve a topic, or take or give records; the message says which and why."""
 
 
 class StateError(SparkcastError):

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from sparkcast.errors import MissingDependencyError
+from sparkcast.errors import BrokerError, MissingDependencyError
 from sparkcast.jvm import jars_folder
 
 #: seconds a broker gets to open its port (a cold JVM on a loaded 2-core machine: ~10 s)
@@ -149,7 +149,7 @@ class KafkaBroker:
                 return
             time.sleep(0.2)
         self.stop()
-        raise TimeoutError(f"the Kafka broker did not start in {START_TIMEOUT:.0f} s: "
+        raise BrokerError(f"the Kafka broker did not start in {START_TIMEOUT:.0f} s: "
                            f"{self._log_tail()}")
 
     def _accepts_connections(self) -> bool:
@@ -226,7 +226,7 @@ class KafkaBroker:
             if topic is not None and topic.error is None and len(topic.partitions) == partitions:
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"topic {name!r} was created but is not served after 60 s")
+        raise BrokerError(f"topic {name!r} was created but is not served after 60 s")
 
     def client_config(self, **extra: Any) -> dict[str, Any]:
         """Settings for a confluent-kafka client of this broker."""
@@ -250,7 +250,7 @@ class KafkaBroker:
             count += 1
         left = producer.flush(60)
         if failures or left:
-            raise RuntimeError(f"producing to {topic!r}: {left} records not delivered, "
+            raise BrokerError(f"producing to {topic!r}: {left} records not delivered, "
                                f"errors {failures[:3]}")
         return count
 
@@ -279,9 +279,9 @@ class KafkaBroker:
                 elif error.code() == KafkaError._PARTITION_EOF:
                     pending.discard(message.partition())
                 else:
-                    raise RuntimeError(f"reading {topic!r}: {error.str()}")
+                    raise BrokerError(f"reading {topic!r}: {error.str()}")
             if pending:
-                raise TimeoutError(f"{topic!r} was not read to its end in {timeout:.0f} s")
+                raise BrokerError(f"{topic!r} was not read to its end in {timeout:.0f} s")
             return records
         finally:
             consumer.close()
