@@ -7,11 +7,13 @@ never stops the stream: it keeps its place as a ``_corrupt_record`` row holding 
 topic, partition, offset, reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
-A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource`` and Kafka Streams'
-``GlobalKTable`` do): a broadcast side reads the whole topic, every current rule, in its first
-micro-batch, and with ``hold_until_ready`` no event is decided before them. A tombstone (a null
-value: the key was deleted, what a compacted topic keeps) becomes a row with only the key and
-the ``tombstone`` column set, so the function can remove the key. docs/sources.md says how.
+Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
+with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
+and Kafka Streams' ``GlobalKTable`` do): a broadcast side reads the whole topic, every current
+rule, in its first micro-batch, and with ``hold_until_ready`` no event is decided before them.
+A tombstone (a null value: the key was deleted, what a compacted topic keeps) becomes a row
+with only the key and the ``tombstone`` column set, so the function can remove the key.
+docs/sources.md says how.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ METADATA = {"topic": "topic", "partition": "partition", "offset": "offset",
             "timestamp": "timestamp", "timestamp_type": "timestampType"}
 #: options that choose the topic: ``topic`` does that, one way
 _TOPIC_OPTIONS = ("subscribe", "subscribePattern", "assign")
-_DEFAULTS = {"startingOffsets": "earliest"}
+#: a new checkpoint reads the whole topic; an aborted transaction's records are never read
+_DEFAULTS = {"startingOffsets": "earliest", "kafka.isolation.level": "read_committed"}
 
 
 def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | StructType, *,
@@ -51,7 +54,8 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | St
 
     Every entry of ``options`` goes to Spark's reader unchanged (``kafka.security.protocol``,
     ``kafka.sasl.jaas.config``, ``maxOffsetsPerTrigger``, ``startingOffsets``, ...); they win
-    over the default ``startingOffsets=earliest``. No message of this function shows them."""
+    over the defaults ``startingOffsets=earliest`` and ``kafka.isolation.level=read_committed``
+    (a topic ``sinks.kafka`` wrote is read exactly once). No message shows them."""
     struct = _struct(schema)
     names = struct.fieldNames()
     _check(names, struct, key, tombstone, metadata, options or {})
