@@ -49,10 +49,11 @@ MODES = {
 }
 
 
-def build(spark: Any, events: Any, rules: str | Path, max_files: int | None = 1) -> Any:
+def build(spark: Any, events: Any, rules: str | Path, max_files: int | None = 1,
+          engine: str = "auto") -> Any:
     """The app's ``ProcessResult`` over a transactions DataFrame and a rules folder: what
     ``wiring.build`` makes from two folders, with the events from any source (a rate source
-    for the latency run)."""
+    for the latency run), on ``engine``."""
     from sparkcast.spark import Stream
 
     rules_df = wiring.read_folder(spark, APP.broadcast_schema, rules, max_files)
@@ -61,7 +62,8 @@ def build(spark: Any, events: Any, rules: str | Path, max_files: int | None = 1)
     return main.connect(broadcast).process(
         APP.make_function(), output_schema=APP.output_schema, side_outputs=APP.side_outputs,
         parallelism=2, hold_until_ready=APP.hold_until_ready or None,
-        job_parameters={"artifact_root": str(Path(rules).parent.resolve() / "artifacts")})
+        job_parameters={"artifact_root": str(Path(rules).parent.resolve() / "artifacts")},
+        engine=engine)
 
 
 def probe_rule(k: int) -> dict[str, Any]:

@@ -227,13 +227,10 @@ def run_point(point: dict) -> dict:
     updates = (spark.readStream.schema("key int, weight double").option("maxFilesPerTrigger", 1)
                .parquet(str(broadcast_dir(point["entries"], files))))
     function, dim = _function()
-    result = Stream(main).key_by("user").connect(Stream(updates).broadcast(dim)).process(
-        function, output_schema="user int, count long, weight double", parallelism=p)
     path = point.get("path") or default_path()
-    if path == "operator":
-        from sparkcast.spark.plan import ExecutionPath
-
-        result.plan.path = ExecutionPath.OPERATOR
+    result = Stream(main).key_by("user").connect(Stream(updates).broadcast(dim)).process(
+        function, output_schema="user int, count long, weight double", parallelism=p,
+        engine="operator" if path == "operator" else "auto")
     assert result.plan.path == path, f"the planner chose {result.plan.path}, not {path}"
     tmp = Path(tempfile.mkdtemp(prefix="sparkcast-scale-"))
     checkpoint, out = tmp / "checkpoint", tmp / "out"

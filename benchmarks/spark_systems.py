@@ -184,13 +184,14 @@ LATENCY_FUNCTIONS = {"element": Versioned, "batch": VersionedBatch, "keyed": Key
 W5_USERS = 10_000  # the keyed W5 form's users (key = rate value mod this)
 
 
-def choose_path(result, path: str) -> None:
-    """Run ``result`` on ``path``: ``"operator"`` is forced (what the planner chose before the
-    streamed and partitioned paths); any other path must be the planner's own choice."""
-    if path == "operator":
-        from sparkcast.spark.plan import ExecutionPath
+def engine_for(path: str) -> str:
+    """The ``engine=`` that runs a system on ``path``: ``"operator"`` is asked for (what the
+    planner chose before the streamed and partitioned paths); any other path must be the
+    planner's own choice (``check_path``)."""
+    return "operator" if path == "operator" else "auto"
 
-        result.plan.path = ExecutionPath.OPERATOR
+
+def check_path(result, path: str) -> None:
     assert result.plan.path == path, f"the planner chose {result.plan.path}, not {path}"
 
 
@@ -405,8 +406,9 @@ class Runner:
         cls, desc = FUNCTIONS[(workload, mode)]
         stream = Stream(events).key_by("user") if workload == "W3" else Stream(events)
         result = stream.connect(Stream(updates).broadcast(desc)).process(
-            cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism)
-        choose_path(result, path)
+            cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism,
+            engine=engine_for(path))
+        check_path(result, path)
         out = self.tmp / f"out-{self.jobs}"
         query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
         build = time.perf_counter() - build
@@ -755,7 +757,8 @@ class Runner:
             str(updates_dir))
         stream = Stream(main).key_by("key") if mode == "keyed" else Stream(main)
         result = stream.connect(Stream(bcast).broadcast(VERSION)).process(
-            LATENCY_FUNCTIONS[mode](), output_schema=LATENCY_SCHEMAS[mode], parallelism=2)
+            LATENCY_FUNCTIONS[mode](), output_schema=LATENCY_SCHEMAS[mode], parallelism=2,
+            engine=engine_for(path))
 
         def each(df, batch_id):
             rows = df.groupBy("version").count().collect()
@@ -764,7 +767,7 @@ class Runner:
 
         stop = threading.Event()
         if path != "operator" or mode == "keyed":
-            choose_path(result, path)
+            check_path(result, path)
             out = base / "out"
             query = result.write_stream(str(out), self._checkpoint(), trigger=trigger)
             threading.Thread(target=_poll_commits, args=(out, clock.note, stop),
@@ -791,8 +794,8 @@ class Runner:
         events, rules = fraud_pipeline.inputs(n, per_batch)
         result = fraud_pipeline.build(self.spark, self.spark.readStream.schema(
             fraud_pipeline.APP.events_schema).option("maxFilesPerTrigger", 1).json(str(events)),
-            rules)
-        choose_path(result, path)
+            rules, engine=engine_for(path))
+        check_path(result, path)
         out = self.tmp / f"out-{self.jobs}"
         start = time.perf_counter()
         query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
@@ -825,8 +828,8 @@ class Runner:
                         lambda ms: [fraud_pipeline.probe_rule(k)])
 
         result = fraud_pipeline.build(self.spark, fraud_pipeline.rate_transactions(
-            self.spark, rate), str(rules), max_files=None)
-        choose_path(result, path)
+            self.spark, rate), str(rules), max_files=None, engine=engine_for(path))
+        check_path(result, path)
         out = base / "out"
         stop = threading.Event()
         query = result.write_stream(str(out), self._checkpoint(), trigger=trigger)

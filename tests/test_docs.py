@@ -2,6 +2,11 @@
 example can drift from the code. The blocks of one page share a namespace, in order, like a
 doctest session; Spark blocks get the test session as ``spark``. A block is skipped only with a
 visible marker and a reason on the line before it: ``<!-- no-run: needs a cluster -->``.
+
+A walk-through page (``ONE_SHELL``) runs as a newcomer pastes it: every block in order in one
+bash shell in an empty folder (a ``cd`` carries over), a ``python`` block fed to ``python`` in
+that shell, so it must import what it uses. A block that shows a file the page's commands wrote
+(``<!-- file: shop/job.py -->`` before it) is not run but must be found in that file.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\s*$")
 NO_RUN = re.compile(r"^<!--\s*no-run:\s*(\S.*?)\s*-->$")
+FILE = re.compile(r"^<!--\s*file:\s*(\S+)\s*-->$")
 RUNNABLE = ("python", "bash")
 
 
@@ -30,6 +36,7 @@ class Block:
     language: str
     code: str
     no_run: str | None
+    file: str | None = None
 
     @property
     def id(self) -> str:
@@ -47,16 +54,19 @@ def blocks(page: Path) -> list[Block]:
             continue
         end = next(i for i in range(at + 1, len(lines)) if lines[i].startswith("```"))
         before = next((lines[i].strip() for i in range(at - 1, -1, -1) if lines[i].strip()), "")
-        marker = NO_RUN.match(before)
+        marker, shown = NO_RUN.match(before), FILE.match(before)
         if fence.group(1) in RUNNABLE:
             found.append(Block(page, at + 1, fence.group(1), "\n".join(lines[at + 1:end]),
-                               marker.group(1) if marker else None))
+                               marker.group(1) if marker else None,
+                               shown.group(1) if shown else None))
         at = end + 1
     return found
 
 
+# walk-through pages: run top to bottom in one shell, as a newcomer copies them
+ONE_SHELL = ("getting-started.md",)
 ALL = [block for page in PAGES for block in blocks(page)]
-RUN = [block for block in ALL if block.no_run is None]
+RUN = [block for block in ALL if block.no_run is None and block.page.name not in ONE_SHELL]
 _NAMESPACES: dict[Path, dict[str, Any]] = {}
 
 
@@ -75,13 +85,45 @@ def test_blocks_are_found_and_skips_are_rare():
     assert len(local_skipped) <= len(local) // 3, f"too many no-run blocks: {local_skipped}"
 
 
+def venv_env() -> dict[str, str]:
+    """This interpreter's scripts (``sparkcast``, ``python``) first on PATH, as in an active
+    virtualenv."""
+    return {**os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def shell_script(page_blocks: list[Block]) -> str:
+    """The page as one bash script: its bash blocks, its python blocks as ``python`` input;
+    skipped and shown-file blocks left out."""
+    parts = []
+    for block in page_blocks:
+        if block.no_run or block.file:
+            continue
+        parts.append(block.code if block.language == "bash"
+                     else f"python - <<'END_OF_BLOCK'\n{block.code}\nEND_OF_BLOCK")
+    return "\n".join(parts) + "\n"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", ONE_SHELL)
+def test_a_walk_through_runs_top_to_bottom_in_one_shell(name: str, tmp_path: Path) -> None:
+    page_blocks = blocks(ROOT / "docs" / name)
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", shell_script(page_blocks)],
+                         cwd=tmp_path, env=venv_env(), capture_output=True, text=True,
+                         timeout=900, check=False)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    for block in page_blocks:
+        if block.file:
+            shown = tmp_path / block.file
+            assert shown.is_file(), f"{block.id} shows {block.file}, which the page never wrote"
+            assert block.code.strip() in shown.read_text(encoding="utf-8"), block.id
+
+
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
     if block.language == "bash":
-        # this interpreter's scripts (``sparkcast``, ``python``) first, as in an active venv
-        path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=ROOT, check=True,
-                       timeout=600, env={**os.environ, "PATH": path})
+                       timeout=600, env=venv_env())
         return
     namespace = _NAMESPACES.setdefault(block.page, {"__name__": f"doc_{block.page.stem}"})
     if "spark" in block.code and "spark" not in namespace:

@@ -18,11 +18,13 @@ NAMEDTUPLE_API = frozenset({"_make", "_fields", "_asdict", "_replace", "_field_d
 # itself and its users reach the Spark internals it does not wrap; spark/batch_sides.py), and
 # PySpark 4.2+'s only door to Spark's offline state repartition (spark/tools/rescale.py), and
 # the session's JVM gateway (the driver's JDBC connections, spark/outputs/jdbc.py) and its
-# JavaSparkContext (a JVM job over chosen partitions, spark/execution/values.py)
-PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsc", "_jsq", "_streamingCheckpointManager", "_jvm"})
+# JavaSparkContext (a JVM job over chosen partitions, spark/execution/values.py), and its JVM
+# session (Delta's DeltaTable.isDeltaTable takes it, spark/outputs/targets.py)
+PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsc", "_jsq", "_streamingCheckpointManager", "_jvm",
+                                 "_jsparkSession"})
 # confluent-kafka's documented error codes for librdkafka's local errors carry a leading
 # underscore (KafkaError._PARTITION_EOF: a partition read to its end; _FENCED: a fenced producer)
-KAFKA_ERROR_CODES = frozenset({"_PARTITION_EOF", "_FENCED"})
+KAFKA_ERROR_CODES = frozenset({"_PARTITION_EOF", "_FENCED", "_FATAL"})
 KNOWN_APIS = NAMEDTUPLE_API | PYSPARK_JVM_HANDLES | KAFKA_ERROR_CODES
 
 

@@ -21,8 +21,8 @@ class of the package is defined and importable here, the applications' too:
     ├── UnsupportedSparkError (RuntimeError)  a PySpark outside the tested range; names the range
     ├── DatabaseError (RuntimeError)          a database (PostgreSQL) that cannot be started,
     │                                         reached or read; the message says why and the fix
-    ├── BrokerError (RuntimeError)            the throwaway Kafka broker (sparkcast.testing)
-    │                                         did not start, serve a topic, take or give records
+    ├── BrokerError (RuntimeError)            a throwaway Kafka broker (``sparkcast.testing``)
+    │                                         that did not start, serve or deliver in time
     ├── StateError
     │   ├── ReadOnlyStateError (TypeError)    a write to broadcast state outside the broadcast side
     │   ├── UnknownStateError (KeyError)      a broadcast descriptor not passed to broadcast(...)
@@ -110,8 +110,8 @@ class DatabaseError(SparkcastError, RuntimeError):
 
 
 class BrokerError(SparkcastError, RuntimeError):
-    """The throwaway Kafka broker of tests and demos (``sparkcast.testing.kafka``) did not
-    start in time, serve a topic, or take or give records; the message says which and why."""
+    """A throwaway Kafka broker (``sparkcast.testing.kafka``) did not start, serve a topic or
+    deliver records in time; the message names the broker's log."""
 
 
 class StateError(SparkcastError):

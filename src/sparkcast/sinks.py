@@ -74,9 +74,13 @@ def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
 
 
 def jdbc(url: str, table: str, properties: Mapping[str, Any] | None = None, *,
-         ledger: str = "sparkcast_ledger") -> JdbcSink:
+         ledger: str = "sparkcast_ledger", create_table: bool = False) -> JdbcSink:
     """Insert into ``table`` of the database at ``url``, exactly once: rows are staged in
     ``<table>_sparkcast_staging`` and each micro-batch is moved, for every JDBC output of that
-    database, in one transaction that records it in the ``ledger`` table. The table must exist
-    with the output's columns; the driver's jar must be in ``spark.jars``."""
-    return JdbcSink(url, table, {k: str(v) for k, v in (properties or {}).items()}, ledger)
+    database, in one transaction that records it in the ``ledger`` table (created when
+    missing). A missing ``table`` is refused before the query starts, unless ``create_table``:
+    then it is created with the output's columns, typed by Spark's JDBC mapping for the
+    database (as ``df.write.jdbc`` creates one). Off by default, so a mistyped name is an
+    error rather than a new table no one reads. The driver's jar must be in ``spark.jars``."""
+    return JdbcSink(url, table, {k: str(v) for k, v in (properties or {}).items()}, ledger,
+                    create_table)

@@ -9,6 +9,7 @@ exits 99 instead. A control test shows that guard trips on a command that does s
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import urllib.request
@@ -18,6 +19,7 @@ import pytest
 
 import sparkcast
 from sparkcast.cli import build_parser, main
+from sparkcast.cli.apps import DOCS
 from sparkcast.spark import layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,6 +118,51 @@ def test_run_help_describes_the_layout_write_stream_writes(capsys):
                  layout.MANIFEST, layout.PROGRESS_LOG):
         assert name in text, name
     assert "PATH.py[:NAME]" in text and "ProcessResult" in text and "StreamingQuery" in text
+
+
+def test_run_help_lists_debug_and_where_output_and_checkpoint_are_required(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    out = capsys.readouterr().out
+    assert "--debug" in out
+    required = out[out.index("required by an application"):]
+    assert "ProcessResult" in required.split("\n\n")[0]
+    assert "--output OUTPUT" in required and "--checkpoint CHECKPOINT" in required
+    assert required.index("--checkpoint") < required.index("applications only")
+
+
+def test_every_docs_page_the_help_names_exists(capsys):
+    pages = set()
+    for command in (["--help"], ["run", "--help"], ["demo", "--help"], ["view", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        text = "".join(capsys.readouterr().out.split())  # argparse wraps URLs anywhere
+        pages |= set(re.findall(re.escape(DOCS) + r"([\w-]+\.md)", text))
+        assert re.search(r"(?<!/)docs/\w+\.md", text) is None, text  # no bare repo paths
+    assert {"getting-started.md", "deploy.md", "monitoring.md"} <= pages
+    assert all((ROOT / "docs" / page).is_file() for page in pages), pages
+
+
+def test_a_job_returning_a_process_result_needs_output_before_spark(tmp_path):
+    assert main(["init", "shop", "--directory", str(tmp_path)]) == 0
+    run = sparkcast_cli("run", "shop/job.py", "--available-now", cwd=tmp_path / "shop")
+    assert "GUARD" not in run.stderr
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "returns a ProcessResult: give --output and --checkpoint" in run.stderr
+
+
+def test_an_error_leads_with_its_point_and_fix_and_the_details_follow():
+    from sparkcast.cli import error_text
+    from sparkcast.spark.state.compatibility import differences, refuse
+
+    old, new = {"function": "shop.functions.PriceOrders"}, {"function": "bar.functions.Price"}
+    text = error_text("run", refuse(differences(old, new), "checkpoint ck"))
+    lead, *details = text.splitlines()
+    assert lead.startswith("sparkcast run: error: this pipeline cannot restart from checkpoint")
+    assert "function differs" in lead and "new checkpoint" in lead, lead
+    assert lead.endswith("(--debug: the traceback)") and len(lead) < 250, lead
+    assert details[0].startswith("  function: the checkpoint has"), details
+    assert details[-1].startswith("See docs/operations.md")
 
 
 def test_application_options_are_refused_for_a_job_file(tmp_path):

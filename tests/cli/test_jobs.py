@@ -22,7 +22,6 @@ import pytest
 
 from sparkcast.cli import main
 from sparkcast.cli.jobs import JobRun, JobSpec, load_job, module_of, start_result, zip_package
-from sparkcast.cli.skeleton import FUNCTIONS, JOB, TEST
 from sparkcast.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +85,24 @@ def test_load_job_refuses_a_file_named_like_a_module_already_imported(tmp_path):
         load_job(JobSpec(tmp_path / "json.py"))
 
 
+def test_a_package_imported_from_a_py_files_zip_elsewhere_loads_its_job(tmp_path):
+    """spark-submit --py-files /elsewhere/shop.zip shop/job.py: the job's module imported the
+    package from the zip (on PYTHONPATH) before the CLI loads the job file."""
+    job = write_package(tmp_path / "project")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shipped = zip_package(tmp_path / "project" / "shop").rename(elsewhere / "shop.zip")
+    script = ("import sys\nfrom pathlib import Path\nimport shop.functions\n"
+              "from sparkcast.cli.jobs import JobSpec, load_job\n"
+              "print(load_job(JobSpec(Path(sys.argv[1]), 'own_query')).__module__)\n")
+    run = subprocess.run([sys.executable, "-c", script, str(job)], cwd=elsewhere,
+                         capture_output=True, text=True, timeout=120, check=False,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             [str(shipped), os.environ.get("PYTHONPATH", "")])})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "shop.jobs.job"
+
+
 def test_the_job_must_return_a_result_or_a_query():
     with pytest.raises(UsageError, match="returned dict: return a ProcessResult"):
         start_result({}, JobSpec(Path("job.py")), JobRun())
@@ -103,17 +120,8 @@ def test_init_writes_a_project_whose_harness_test_passes(tmp_path):
                           check=False)
     assert test.returncode == 0, test.stdout + test.stderr
     assert "1 passed" in test.stdout
+    assert "warning" not in test.stdout.lower(), test.stdout  # e.g. an inferred output schema
     assert main(["init", "shop", "--directory", str(tmp_path)]) == 2  # never overwrites
-
-
-def test_the_getting_started_page_shows_the_skeletons_code():
-    """The page runs its blocks; this keeps them the code ``sparkcast init`` writes."""
-    page = (ROOT / "docs" / "getting-started.md").read_text()
-    values = {"name": "shop", "upper": "SHOP"}
-    for template, start in ((FUNCTIONS, "from __future__"), (TEST, "def test_"),
-                            (JOB, "def pipeline")):
-        text = template.format(**values)
-        assert text[text.index(start):].strip() in page, start
 
 
 def expected_enrichment() -> tuple[Counter, Counter]:
@@ -122,7 +130,8 @@ def expected_enrichment() -> tuple[Counter, Counter]:
     from examples import enrich_job as job
     from sparkcast.testing import KeyedBroadcastHarness
 
-    harness = KeyedBroadcastHarness(job.EnrichClicks(), lambda v: v["user"], [job.CATALOGUE])
+    harness = KeyedBroadcastHarness(job.EnrichClicks(), lambda v: v["user"], [job.CATALOGUE],
+                                    output_schema=job.OUTPUT_SCHEMA)
     harness.open()
     products, clicks = job.sample()
     for product in products:
@@ -143,6 +152,9 @@ def test_the_example_job_runs_to_completion_and_reads_back_right(tmp_path, spark
         cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "outputs in out" in run.stdout
+    # --no-view: one line per micro-batch (the last one too), no screen at the end
+    assert "micro-batch 0:" in run.stdout and "recent outputs" not in run.stdout, run.stdout
+    assert "waiting for the first micro-batch" not in run.stdout, run.stdout
     # a plain run starts quietly: no JVM WARN lines (loopback address, native library, AQE)
     assert not [line for line in run.stderr.splitlines() if "WARN" in line], run.stderr
     main_rows, unknown = expected_enrichment()
@@ -172,6 +184,53 @@ def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(t
     rows = sorted(tuple(r) for r in read_output(spark, str(data / "out")).collect())
     names = {0: "zero", 1: "one", 2: "?"}
     assert rows == [(i, names[i % 3] + "-shipped") for i in range(9)]
+
+
+@pytest.mark.spark
+def test_the_init_projects_spark_submit_recipe_runs(tmp_path, spark):
+    """The README's recipe with the real ``spark-submit`` (local master): the package comes
+    with ``--py-files`` (the CLI must not ship a second ``shop.zip``), imported from the zip
+    (the data path must not come from ``__file__``)."""
+    from sparkcast.spark import read_output
+
+    assert main(["init", "shop", "--directory", str(tmp_path)]) == 0
+    root = tmp_path / "shop"
+    with zipfile.ZipFile(root / "shop.zip", "w") as archive:  # zip -r shop.zip shop
+        for file in (root / "shop").rglob("*.py"):
+            archive.write(file, file.relative_to(root))
+    python = sys.executable
+    run = subprocess.run(
+        [str(Path(python).parent / "spark-submit"), "--master", "local[2]", "--py-files",
+         "shop.zip", "shop/job.py", "--output", "out", "--checkpoint", "ck", "--available-now",
+         "--no-view"], cwd=root, capture_output=True, text=True, timeout=900, check=False,
+        env={**os.environ, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    rows = read_output(spark, str(root / "out")).orderBy("order_id").collect()
+    assert [(r.order_id, r.total) for r in rows] == [
+        ("o0", 4.0), ("o1", 3.5), ("o2", 10.0), ("o3", 8.25), ("o4", 14.0), ("o5", None)]
+
+
+@pytest.mark.spark
+def test_another_jobs_checkpoint_is_refused_with_the_fix_first(tmp_path):
+    """Two init projects, the second run on the first's checkpoint (one process, one JVM): the
+    error's first line says what differs and the fix, the details follow a line each."""
+    for name in ("shop", "bar"):
+        assert main(["init", name, "--directory", str(tmp_path)]) == 0
+    options = "'--available-now', '--no-view', '--checkpoint', 'ck', '--output'"
+    script = ("import sys\nfrom sparkcast.cli import main\n"
+              f"first = main(['run', 'shop/job.py', {options}, 'out'])\n"
+              f"sys.exit(10 + first if first else main(['run', '../bar/bar/job.py', {options},"
+              " 'out2']))\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "shop",
+                         capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 2, run.stderr[-3000:]
+    lines = run.stderr.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("sparkcast run: error:"))
+    lead = lines[at]
+    assert "whose function differs" in lead and "give it a new checkpoint" in lead, lead
+    assert len(lead) < 300 and lead.endswith("(--debug: the traceback)"), lead
+    assert lines[at + 1].startswith("  function: the checkpoint has \"shop.functions.")
+    assert lines[at + 2].startswith("See docs/operations.md"), lines[at:]
 
 
 @pytest.mark.spark
@@ -212,3 +271,39 @@ def test_duration_stops_a_job_between_micro_batches(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "ERROR" not in run.stderr and "Exception" not in run.stderr, run.stderr[-3000:]
     assert (tmp_path / "ck" / "commits" / "0").exists()
+
+
+@pytest.mark.spark
+def test_a_run_whose_every_output_is_a_dead_letter_says_why_and_exits_non_zero(tmp_path):
+    """Each amount has a fraction, and the main output's column is a bigint: no row is written,
+    so the run ends with the first reason and exit status 1, not 0."""
+    from tests.conftest import write_json_lines
+
+    write_json_lines(tmp_path / "data" / "events", "e.json",
+                     [{"user": f"u{i}", "amount": i + 0.5} for i in range(3)])
+    write_json_lines(tmp_path / "data" / "rules", "r.json", [{"name": "x"}])
+    (tmp_path / "lossy_job.py").write_text(
+        "from pathlib import Path\n"
+        "from sparkcast import BroadcastProcessFunction, MapStateDescriptor\n"
+        "from sparkcast.spark import Stream\n"
+        "RULES = MapStateDescriptor('rules', str, str)\n"
+        "class Pass(BroadcastProcessFunction):\n"
+        "    def process_broadcast_element(self, value, ctx):\n"
+        "        pass\n"
+        "    def process_element(self, value, ctx):\n"
+        "        yield value.user, value.amount\n"
+        "def pipeline(spark):\n"
+        "    data = str(Path.cwd() / 'data')\n"
+        "    events = spark.readStream.schema('user string, amount double').json(data + "
+        "'/events')\n"
+        "    rules = spark.readStream.schema('name string').json(data + '/rules')\n"
+        "    return Stream(events).connect(Stream(rules).broadcast(RULES)).process(\n"
+        "        Pass(), 'user string, amount long', parallelism=1)\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "sparkcast.cli", "run", "lossy_job.py", "--output", "out",
+         "--checkpoint", "ck", "--available-now", "--no-view"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "main output all dead letters: 3 dead letter(s) against 0 main row(s)" in run.stderr
+    assert "field 'amount' expects bigint, got float" in run.stderr
+    assert "every output of the run was a dead letter (3)" in run.stderr

@@ -37,3 +37,22 @@ def test_the_state_commands_parse():
             args.state_buckets) == ("rescale", "old", "new", 4, None)
     args = build_parser().parse_args(["state", "show", "ck", "--key", "42"])
     assert (args.action, args.key) == ("show", "42")
+
+
+def test_every_state_subcommand_and_argument_has_help():
+    state = _subparsers(build_parser())["state"]
+    actions = _subparsers(state)
+    assert sorted(actions) == ["copy", "move", "rescale", "show"]
+    for name, parser in actions.items():
+        assert parser.description, name
+        for action in parser._actions:
+            assert action.help, f"state {name} {action.dest}"
+    moved = build_parser().parse_args(["state", "move", "old", "new"])
+    assert (moved.action, moved.checkpoint, moved.new_checkpoint) == ("move", "old", "new")
+
+
+def _subparsers(parser):
+    import argparse
+
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return found[0].choices

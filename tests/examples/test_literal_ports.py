@@ -52,10 +52,13 @@ def test_model_serving_predicts_with_the_model_and_the_version_asked_for(state_b
     h.open()
     for model in rows(version=[1, 2], weights=[[1.0, 1.0], [2.0, 0.0]], bias=[0.0, 0.5]):
         h.process_broadcast_element(model)
-    for request in rows(request_id=["a", "b"], features=[[1.0, 2.0], [1.0, 2.0]],
-                        version=[None, 1]):
+    for request in rows(request_id=["a", "b", "c"], features=[[1.0, 2.0], [1.0, 2.0], [3.0]],
+                        version=[None, 1, 7]):
         h.process_element(request)
     assert h.output() == [("a", 2.5, 2), ("b", 3.0, 1)]
+    [unprocessed] = h.side_output(model_serving.unprocessed_tag)  # an object, typed by ROW_NAMED
+    assert isinstance(unprocessed, model_serving.UserEvent) and unprocessed.version == 7
+    assert h.dead_letters() == []
     model = h.broadcast_state(model_serving.model_state_descriptor)["current"]
     assert isinstance(model, model_serving.MLModel) and model.predict([1.0, 1.0]) == 2.5
 
@@ -103,6 +106,10 @@ def test_fraud_rules_and_account_stats_objects_in_keyed_state(state_backend):
                                          threshold=None))
     h.process_element(TupleRow(account="b", tx_id="t5", amount=900.0))
     assert h.output() == [("a", "t2", "big"), ("a", "t4", "many")]
+    review = h.side_output(fraud_rules.review_queue)  # ReviewItem objects, typed by ROW_NAMED
+    assert [(r.tx_id, r.rule_id, r.amount) for r in review] == [("t2", "big", 500.0),
+                                                               ("t4", "many", 5.0)]
+    assert h.dead_letters() == []
     stats = h.keyed_state(ValueStateDescriptor("stats", Types.PICKLED_BYTE_ARRAY()), "a")
     assert isinstance(stats, fraud_rules.AccountStats) and stats.average == 515.0 / 3
 

@@ -183,3 +183,29 @@ def test_the_default_schema_follows_the_table_and_batches_can_be_capped(spark, p
     assert str(rows[3]["weight"]) == "3.50" and rows[0]["on_"] is True
     assert rows[0]["since"].isoformat().startswith("2024-05-06T")  # 05:08:09 UTC, local time
     spark.catalog.dropTempView("capped_flags")
+
+
+def test_the_source_is_registered_once_per_session(postgres, tmp_path):
+    """Spark warns on every registration after the first ("replaced a previously registered
+    data source"): a job that reads two tables must not say so. A fresh process, whose
+    stderr is Spark's log as a user sees it."""
+    import subprocess
+    import sys
+
+    postgres.execute("CREATE TABLE rules (id int PRIMARY KEY, version bigint NOT NULL)")
+    postgres.execute("CREATE TABLE flags (id int PRIMARY KEY, version bigint NOT NULL)")
+    script = ("import sys\n"
+              "from sparkcast.sources import postgres_table\n"
+              "from sparkcast.spark import session\n"
+              "spark = session()\n"
+              "for table in ('rules', 'flags', 'rules'):\n"
+              "    postgres_table(spark, sys.argv[1], table, version_column='version')\n"
+              "spark.stop()\n"
+              "spark = session()  # a new session registers it again, without a word\n"
+              "frame = postgres_table(spark, sys.argv[1], 'rules', version_column='version')\n"
+              "print(frame.isStreaming)\n")
+    run = subprocess.run([sys.executable, "-c", script, postgres.conninfo], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == "True"
+    assert "previously registered" not in run.stderr, run.stderr[-3000:]

@@ -100,7 +100,6 @@ def expected(path: str) -> tuple[Counter, Counter]:
 
 def run(base: Path, path: str) -> None:
     from sparkcast.spark import Stream, session
-    from sparkcast.spark.plan import ExecutionPath
 
     spark = session("local[2]", "sparkcast-faults", conf={"spark.sql.shuffle.partitions": "2"})
     reader = spark.readStream.option("maxFilesPerTrigger", 1)
@@ -108,10 +107,10 @@ def run(base: Path, path: str) -> None:
     bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
     stream = Stream(main) if path == "streamed" else Stream(main).key_by("k")
     function = Check() if path == "streamed" else Ledger()
+    # "operator": the engine every keyed function took before the partitioned path
     result = stream.connect(Stream(bcast).broadcast(RULES)).process(
-        function, OUTPUT, parallelism=3, event_time="ts")
-    if path == "operator":  # the path every keyed function took before the partitioned one
-        result.plan.path = ExecutionPath.OPERATOR
+        function, OUTPUT, parallelism=3, event_time="ts",
+        engine="operator" if path == "operator" else "auto")
     assert result.plan.path == path, result.plan.path
     query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                 trigger={"availableNow": True})

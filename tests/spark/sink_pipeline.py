@@ -95,12 +95,10 @@ def build(spark: Any, base: Path, kind: str) -> Any:
     function: Any = Scale()
     if kind != "streamed":
         events, function = events.key_by("user"), KeyedScale()
+    # "operator": the engine keyed functions took before the partitioned path
     result = events.connect(Stream(factors).broadcast(FACTORS)).process(
-        function, OUTPUT, parallelism=3, side_outputs=[BIG])
-    if kind == "operator":  # the path keyed functions took before the partitioned one
-        from sparkcast.spark.plan import ExecutionPath
-
-        result.plan.path = ExecutionPath.OPERATOR
+        function, OUTPUT, parallelism=3, side_outputs=[BIG],
+        engine="operator" if kind == "operator" else "auto")
     assert result.plan.path == kind, result.plan.path
     return result
 

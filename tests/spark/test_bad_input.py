@@ -68,7 +68,8 @@ def test_bad_rows_become_dead_letters_and_the_rest_is_processed(spark, tmp_path)
     assert sorted(by_callback) == ["input", "output", "process_element"]
     malformed = by_callback["input"]
     assert sorted(letter["value"] for letter in malformed) == sorted([MALFORMED, WRONG_TYPE])
-    assert all(letter["error"].startswith("malformed input") for letter in malformed)
+    assert all(letter["error"].startswith("malformed input in file:") for letter in malformed)
+    assert all("/events/" in letter["error"] for letter in malformed)  # the line's file
     (raised,) = by_callback["process_element"]
     assert raised["error"] == "ValueError: negative amount -1.0" and '"id": 5' in raised["value"]
     outputs = by_callback["output"]
@@ -81,3 +82,19 @@ def test_on_error_fail_stops_the_query_naming_the_function(spark, tmp_path):
     query = _start(spark, tmp_path, "fail", [[{"id": 5, "user": "u", "amount": -1.0}]])
     with pytest.raises(StreamingQueryException, match=r"Scale\.process_element"):
         query.awaitTermination()
+
+
+def test_a_json_source_without_a_corrupt_record_column_is_warned_about_with_the_fix(
+        spark, tmp_path):
+    """Without the column Spark turns a malformed line into a row of nulls (6 main rows for 5
+    events): the pipeline says so when it is built, with the schema to use."""
+    write_batch_file(tmp_path / "events", 0, [{"id": 1, "user": "u", "amount": 1.0}, MALFORMED])
+    write_batch_file(tmp_path / "rules", 0, [{"name": "x", "factor": 10.0}])
+    events = read_stream(spark, "id long, user string, amount double", tmp_path / "events")
+    rules = read_stream(spark, "name string, factor double", tmp_path / "rules")
+    with pytest.warns(UserWarning, match="main input reads JSON files without a _corrupt_record"
+                      ) as caught:
+        Stream(events).connect(Stream(rules).broadcast(FACTORS)).process(Scale(), OUTPUT)
+    main, broadcast = [str(w.message) for w in caught if "_corrupt_record" in str(w.message)]
+    assert 'schema("id bigint, user string, amount double, _corrupt_record string")' in main
+    assert broadcast.startswith("the broadcast input reads JSON files")

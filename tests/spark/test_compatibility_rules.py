@@ -54,6 +54,11 @@ def test_each_incompatible_change_is_named_with_both_values_and_the_fix():
     error = refuse(lines, "checkpoint ckpt/")
     assert isinstance(error, IncompatibleCheckpointError) and isinstance(error, ValueError)
     assert "nothing was run" in str(error) and "docs/operations.md" in str(error)
+    # the point and the fix lead, in one short line; the details follow, a line each
+    lead, *details = str(error).splitlines()
+    assert len(lead) < 200 and "new checkpoint" in lead, lead
+    assert "parallelism, state_buckets, keyed_state, side_outputs differ" in lead
+    assert details[:4] == [f"  {line}" for line in lines]
 
 
 class _Backend:

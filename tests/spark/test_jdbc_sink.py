@@ -78,7 +78,7 @@ def test_sinks_are_checked_before_the_query_starts(spark, tmp_path, postgres):
         return result.write_stream(checkpoint_location=str(tmp_path / "ckpt"), sinks=chosen)
 
     with pytest.raises(SinkError, match=r"output 'main', sink jdbc\(.*'scaled'\): table scaled "
-                                        r"does not exist; create it"):
+                                        r"does not exist; create it.*create_table=True"):
         start({"main": sinks.jdbc(url, "scaled", props), "big": out})
     postgres.execute("CREATE TABLE scaled (id bigint, amount double precision)")
     with pytest.raises(SinkError, match=r"output 'main', .*has no column \['scaled'\].*add"):
@@ -94,6 +94,36 @@ def test_sinks_are_checked_before_the_query_starts(spark, tmp_path, postgres):
         start({"main": "jdbc:postgresql://x", "big": out})
     assert not spark.streams.active
     assert not (tmp_path / "ckpt" / "commits").exists()
+
+
+def test_create_table_makes_each_missing_table_with_sparks_jdbc_types(spark, tmp_path,
+                                                                       postgres):
+    chosen = {name: sinks.jdbc(postgres.jdbc_url, table, postgres.jdbc_properties,
+                               create_table=True)
+              for name, table in pipeline.TABLES.items()}
+    pipeline.write_inputs(tmp_path, [0, 1])
+    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    assert query.exception() is None
+    assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(
+        "streamed", 2)
+
+    def types(table):
+        return dict(postgres.query("SELECT column_name, data_type FROM "
+                                   f"information_schema.columns WHERE table_name = '{table}'"))
+
+    number = {"id": "bigint", "scaled": "double precision"}  # LongType, DoubleType
+    assert types("scaled") == types("big") == number
+    assert types("letters") == {"callback": "text", "error": "text", "key": "text",
+                                "value": "text", "timestamp": "bigint", "subtask": "integer"}
+    assert types("scaled_sparkcast_staging") == {**number, "_sparkcast_query": "text",
+                                                 "_sparkcast_batch": "bigint"}
+    assert postgres.query("SELECT count(*) FROM sparkcast_ledger") == [(2,)]
+    # a restart finds them: nothing created twice, nothing lost
+    pipeline.write_inputs(tmp_path, [2, 3])
+    assert _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen
+                ).exception() is None
+    assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(
+        "streamed")
 
 
 def test_a_failing_sink_fails_the_query_and_a_restart_writes_the_batch_once(

@@ -139,6 +139,36 @@ def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, 
     assert sorted(i for i in everything if i <= 0 and i != 0) == [-4, -3, -2, -1]
 
 
+def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafka_broker):
+    """Part 0 of batch 1 runs on one Python worker, of batch 2 on another (which initialises
+    the id and fences the first worker's cached producer), of batch 3 on the first again: its
+    producer is fatal, so the part is written by a fresh one; every record once."""
+    import pyarrow as pa
+
+    from sparkcast.spark.outputs import kafka_transactions as tx
+
+    topic, markers = "fenced-cache", "fenced-cache-markers"
+    kafka_broker.create_topic(topic)
+    kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
+    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+
+    def part(batch_id, values):
+        writer = tx.PartWriter(settings, topic, markers, "fenced", "main", batch_id, 1,
+                               frozenset())
+        rows = pa.RecordBatch.from_pydict({"key": [None] * len(values), "value": values})
+        return writer([rows])
+
+    list(part(1, ["a", "b"]))
+    other_worker = Producer(kafka_broker.client_config(**{"transactional.id": "fenced-main-0"}))
+    other_worker.init_transactions(30)
+    other_worker.begin_transaction()
+    other_worker.produce(topic, value="c")
+    other_worker.commit_transaction(30)
+    later = [str(i) for i in range(50_000)]  # long enough for the fencing to reach produce()
+    list(part(3, later))
+    assert [r.value for r in kafka_broker.read(topic)] == ["a", "b", "c", *later]
+
+
 def test_kafka_delta_files_and_a_users_sink_in_one_query(spark, tmp_path, kafka_broker):
     """Kafka and Delta beside ``files`` and a user's sink: each exactly once (the user's
     at-least-once) across a replay of the last batch."""

@@ -22,13 +22,17 @@ pytestmark = pytest.mark.spark
 def test_model_serving_and_colour_shape_on_spark(spark):
     models = spark.createDataFrame([(1, [1.0, 1.0], 0.0), (2, [2.0, 0.0], 0.5)],
                                    "version int, weights array<double>, bias double")
-    requests = spark.createDataFrame([("a", [1.0, 2.0], None), ("b", [1.0, 2.0], 1)],
+    requests = spark.createDataFrame([("a", [1.0, 2.0], None), ("b", [1.0, 2.0], 1),
+                                      ("c", [3.0], 7)],
                                      "request_id string, features array<double>, version int")
     served = Stream(requests).connect(
         Stream(models).broadcast(model_serving.model_state_descriptor)).process(
         model_serving.ModelServingFunction(), "request_id string, score double, version int",
-        parallelism=2)
+        parallelism=2, side_outputs=[model_serving.unprocessed_tag])
     assert sorted(tuple(r) for r in served.main.collect()) == [("a", 2.5, 2), ("b", 3.0, 1)]
+    # a UserEvent object yielded to the ROW_NAMED-typed side output, mapped by field name
+    assert [tuple(r) for r in served.side_output(model_serving.unprocessed_tag).collect()] == [
+        ("c", [3.0], 7)]
     assert served.dead_letters.count() == 0
 
     rules = spark.createDataFrame([("sq-tri", "square", "triangle", 0)],
@@ -69,7 +73,8 @@ def _run(spark: Any, base: Path, upto: int) -> dict[str, list]:
     counts = with_watermark(read_stream(spark, "f0 string, f1 string, ts long", base / "counts"))
     fraud = Stream(tx).key_by("account").connect(
         Stream(rules).broadcast(fraud_rules.rules_descriptor)).process(
-        fraud_rules.FraudDetector(), "account string, tx_id string, rule string", parallelism=2)
+        fraud_rules.FraudDetector(), "account string, tx_id string, rule string", parallelism=2,
+        side_outputs=[fraud_rules.review_queue])
     counted = Stream(counts).key_by("f0").process(
         count_with_timeout.CountWithTimeoutRowFunction(), "key string, count long",
         parallelism=2, event_time="ts")
@@ -87,6 +92,8 @@ def _run(spark: Any, base: Path, upto: int) -> dict[str, list]:
         assert not [r["_payload"] for r in rows if r["_tag"] == "dead_letters"], name
         out[name] = sorted(tuple(json.loads(r["main"]).values()) for r in rows
                            if r["_tag"] is None)
+        out[f"{name} review"] = sorted(tuple(json.loads(r["_payload"]).values()) for r in rows
+                                       if r["_tag"] == "review")
     return out
 
 
@@ -96,5 +103,8 @@ def test_objects_and_rows_in_keyed_state_survive_a_restart_on_two_subtasks(spark
     both = _run(spark, tmp_path, 4)  # the same checkpoints, more files
     # account a's AccountStats (a plain object) was written before the restart, read after
     assert both["fraud"] == [("a", "t3", "big"), ("a", "t4", "many"), ("b", "t6", "many")]
+    # ReviewItem objects yielded to the typed review queue, written as its columns
+    assert both["fraud review"] == [("a", "t3", "big", 500.0), ("a", "t4", "many", 5.0),
+                                    ("b", "t6", "many", 1.0)]
     # the Row in state (current[1] += 1) counted across the restart; its timers fired
     assert both["counts"] == [("a", 2), ("b", 2)]

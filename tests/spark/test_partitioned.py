@@ -18,8 +18,8 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.core.records import DEAD_LETTERS
+from sparkcast.errors import PipelineError
 from sparkcast.spark import Stream, read_output, read_state, rescale
-from sparkcast.spark.plan import ExecutionPath
 from sparkcast.testing import KeyedBroadcastHarness
 from tests.spark.corpus import CORPUS, COUNTER, HOLD, TIMERS
 from tests.spark.differential import (
@@ -27,6 +27,7 @@ from tests.spark.differential import (
     harness_outputs,
     process,
     read_stream,
+    with_watermark,
     write_batch_file,
 )
 
@@ -130,7 +131,7 @@ def _logged(directory) -> list[int]:
     (COUNTER, {}, "partitioned"),
     (HOLD, {}, "partitioned"),
     (COUNTER, {"time_alignment": "event"}, "partitioned"),
-    (TIMERS, {}, "operator"),
+    (TIMERS, {}, "partitioned"),
 ], ids=["keyed", "hold_until_ready", "event-aligned", "timers"])
 def test_each_plan_takes_the_partitioned_path_where_it_is_correct(spark, tmp_path, program,
                                                                   options, path):
@@ -147,15 +148,17 @@ def test_each_plan_takes_the_partitioned_path_where_it_is_correct(spark, tmp_pat
 
 
 def test_the_corpus_matches_the_harness_on_the_partitioned_path(spark, tmp_path):
+    """Timer programs included: the harness (and the operator path, test_differential.py)
+    ends with the timers Spark's last no-data micro-batch fires; so must this path."""
     programs = [p for p in CORPUS if p.key or p.options.get("hold_until_ready")]
-    programs = [p for p in programs if not p.timers]
-    assert {p.name for p in programs} >= {COUNTER.name, HOLD.name}
+    assert {p.name for p in programs} >= {COUNTER.name, HOLD.name, TIMERS.name}
     for program in programs:
         base = tmp_path / program.name
         for index, (bcast, main) in enumerate(program.batches):
             write_batch_file(base / "main", index, main)
             write_batch_file(base / "bcast", index, bcast)
-        result = process(program, read_stream(spark, program.main_schema, base / "main"),
+        main = read_stream(spark, program.main_schema, base / "main")
+        result = process(program, with_watermark(main) if program.timers else main,
                          read_stream(spark, program.broadcast_schema, base / "bcast"), 3)
         _run(result, base)
         expected = harness_outputs(program)
@@ -170,6 +173,11 @@ def test_the_corpus_matches_the_harness_on_the_partitioned_path(spark, tmp_path)
         letters = Counter(canon({"callback": r["callback"], "error": r["error"]})
                           for r in read_output(spark, out, "dead_letters").collect())
         assert letters == expected[DEAD_LETTERS.tag_id], program.name
+    # b's session (its last event at 2000, length 100) closes only at the last watermark
+    # (5000), reached by no input after it: Spark's no-data micro-batch fired it
+    fired = {(r["k"], r["fired"]) for r in read_output(spark, str(tmp_path / "timers" / "out"))
+             .collect()}
+    assert ("b", 2100) in fired and ("d", 5100) not in fired
 
 
 def test_apply_to_keyed_state_reaches_every_subtask_and_sizes_do_not_matter(spark, tmp_path):
@@ -248,16 +256,42 @@ def test_a_checkpoint_of_the_operator_path_restarts_on_it(spark, tmp_path):
     """A keyed job of sparkcast 0.3.0 wrote its checkpoint on the operator path: it restarts
     there (the partitioned path cannot read Spark's state store), its state intact."""
     _write(tmp_path, range(2))
-    first = _totals(spark, tmp_path)
-    first.plan.path = ExecutionPath.OPERATOR  # what 0.3.0 chose for every keyed function
-    query = first.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
-                               trigger={"availableNow": True})
+    checkpoint = str(tmp_path / "checkpoint")
+    first = _totals(spark, tmp_path, engine="operator")  # what 0.3.0 chose for keyed functions
+    query = first.write_stream(str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
     query.awaitTermination()
     _write(tmp_path, range(2, 4))
     again = _totals(spark, tmp_path)
-    assert again.plan.path == "partitioned"
-    query = again.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
-                               trigger={"availableNow": True})
+    assert again.explain().path == "partitioned"  # a new checkpoint would take it
+    restarted = again.explain(checkpoint)
+    assert (restarted.engine, restarted.path) == ("operator", "operator")
+    assert "written by the operator engine" in restarted.reason
+    query = again.write_stream(str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
     query.awaitTermination()
-    assert again.plan.path == "operator"
+    assert query.exception() is None
+    assert again.plan.path == "partitioned"  # the plan is never changed by a query
     assert _written(spark, tmp_path) == _expected([[i] for i in range(4)])
+    with pytest.raises(PipelineError, match="written by the operator engine"):
+        _totals(spark, tmp_path, engine="micro_batch").write_stream(
+            str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
+
+
+def test_timers_restart_from_the_checkpoint_and_fire_once(spark, tmp_path):
+    """Event-time timers live in the subtasks' stores; the clock's state beside them does not
+    make a restart look like the operator's checkpoint."""
+    def run(indices):
+        for index in indices:
+            bcast, main = TIMERS.batches[index]
+            write_batch_file(tmp_path / "main", index, main)
+            write_batch_file(tmp_path / "bcast", index, bcast)
+        main = with_watermark(read_stream(spark, TIMERS.main_schema, tmp_path / "main"))
+        result = process(TIMERS, main, read_stream(spark, TIMERS.broadcast_schema,
+                                                   tmp_path / "bcast"), 2)
+        assert result.explain(str(tmp_path / "checkpoint")).path == "partitioned"
+        _run(result, tmp_path)
+
+    run([0, 1])
+    run([2, 3])
+    written = Counter(canon(r.asDict(recursive=True))
+                      for r in read_output(spark, str(tmp_path / "out")).collect())
+    assert written == harness_outputs(TIMERS)["main"]

@@ -13,7 +13,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparkcast.spark import Stream, metrics_url
-from sparkcast.spark.plan import ExecutionPath
 from tests.spark.test_metrics import MODELS, Serve, _inputs
 
 pytestmark = pytest.mark.spark
@@ -27,9 +26,8 @@ def scrape(spark, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("prometheus")
     events, models = _inputs(spark, tmp_path)
     result = Stream(events).key_by("user").connect(Stream(models).broadcast(MODELS)).process(
-        Serve(), "id long, version long", parallelism=2)
-    # the operator path: every subtask applies and reports each broadcast element
-    result.plan.path = ExecutionPath.OPERATOR
+        Serve(), "id long, version long", parallelism=2,
+        engine="operator")  # every subtask applies and reports each broadcast element
     query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
                                 trigger={"availableNow": True}, query_name="prom_q",
                                 metrics_port=0)

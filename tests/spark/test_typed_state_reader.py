@@ -21,7 +21,6 @@ from sparkcast import (
 )
 from sparkcast.cli import main
 from sparkcast.spark import Stream, read_state, state_value
-from sparkcast.spark.plan import ExecutionPath
 from sparkcast.testing import KeyedBroadcastHarness
 from tests.spark.differential import read_stream, write_batch_file
 
@@ -81,10 +80,9 @@ def _run(spark, base, function, keyed):
     rules = read_stream(spark, RULE_ROWS, base / "rules")
     if keyed:
         events = events.key_by("k")
+    # keyed: an operator checkpoint (Spark's state store, read by its data source)
     result = events.connect(Stream(rules).broadcast(RULES)).process(
-        function, "k string, id long", parallelism=2)
-    if keyed:  # an operator-path checkpoint: Spark's state store, read by its data source
-        result.plan.path = ExecutionPath.OPERATOR
+        function, "k string, id long", parallelism=2, engine="operator" if keyed else "auto")
     query = result.write_stream(str(base / "out"), str(base / "ckpt"),
                                 trigger={"availableNow": True})
     query.awaitTermination()

@@ -17,6 +17,7 @@ from typing import Any
 
 from sparkcast.api.aggregate_functions import AggregateFunction, ReduceFunction
 from sparkcast.api.declared_types import describe_type
+from sparkcast.api.pyflink_types import python_type
 from sparkcast.api.ttl import StateTtlConfig
 from sparkcast.errors import ArgumentTypeError, PipelineError
 
@@ -35,6 +36,7 @@ class StateDescriptor:
                 "(at most 128, starting with a letter or '_')"
             )
         self.name = name
+        type_info = python_type(type_info)  # Types.ROW_NAMED(...) and friends: their Python type
         describe_type(type_info, f"{type(self).__name__}({name!r})")  # refused now, not at put
         self.type_info = type_info
         self.ttl_config: StateTtlConfig | None = None
@@ -89,9 +91,10 @@ class MapStateDescriptor(StateDescriptor):
 
     def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None) -> None:
         super().__init__(name, value_type_info)
+        key_type_info = python_type(key_type_info)
         describe_type(key_type_info, f"MapStateDescriptor({name!r}) key")
         self.key_type_info = key_type_info
-        self.value_type_info = value_type_info
+        self.value_type_info = self.type_info
 
 
 class ReducingStateDescriptor(StateDescriptor):

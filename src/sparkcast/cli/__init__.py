@@ -11,12 +11,13 @@
     sparkcast list                         the applications
     sparkcast state show CHECKPOINT [--key K]          a job's state
     sparkcast state rescale CHECKPOINT NEW --parallelism P [--state-buckets B]
+    sparkcast state move|copy CHECKPOINT NEW           to another folder or bucket
     sparkcast view [--url URL | --output DIR]   the live view of any sparkcast query
     sparkcast report (--url URL | --output DIR) --html FILE   a run's pictures, one HTML file
     sparkcast --version | --debug COMMAND ...
 
 The groups: :mod:`~sparkcast.cli.apps` (demo, generate, run, list; a job file's run in
-:mod:`~sparkcast.cli.jobs`), :mod:`~sparkcast.cli.state` (state show, state rescale),
+:mod:`~sparkcast.cli.jobs`), :mod:`~sparkcast.cli.state` (state show, rescale, move, copy),
 :mod:`~sparkcast.cli.view` (view, report), :mod:`~sparkcast.cli.skeleton` (init).
 :mod:`~sparkcast.cli.checks` checks every argument before a command runs: a mistake is one line
 on stderr and exit status 2, within a second and before any JVM starts. Each adds its commands to
@@ -40,6 +41,7 @@ from sparkcast.errors import QueryFailedError, SparkcastError, UsageError
 GROUPS = (apps, state, view, skeleton)  # in the order of the help's list of commands
 #: exit status of a user mistake (argparse's), of a failed run, of Ctrl-C before a run
 USAGE, FAILED, INTERRUPTED = 2, 1, 130
+DEBUG = "on an error, print the traceback, not only the message"
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,18 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
         description="Flink's Broadcast State Pattern on Spark Structured Streaming: run your "
                     "own job file or the example applications.")
     parser.add_argument("--version", action="version", version=f"sparkcast {__version__}")
-    parser.add_argument("--debug", action="store_true",
-                        help="on an error, print the traceback, not one line")
+    parser.add_argument("--debug", action="store_true", help=DEBUG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=Parser)
     for group in GROUPS:
         group.add_commands(commands)
+    for command in commands.choices.values():  # main takes it anywhere; listed in every help
+        command.add_argument("--debug", action="store_true", help=DEBUG)
     return parser
 
 
+def error_text(command: str, exc: SparkcastError) -> str:
+    """The error's first line (its point and the fix) after ``sparkcast COMMAND: error:``, then
+    its details, a line each."""
+    lead, _, details = str(exc).partition("\n")
+    hint = "" if isinstance(exc, UsageError) else " (--debug: the traceback)"
+    return f"sparkcast {command}: error: {lead}{hint}\n" + (f"{details}\n" if details else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, check every argument (before Spark starts), run one command. A sparkcast error is
-    one line on stderr: exit status 2 for a mistake, 1 for a failed query."""
+    """Parse, check every argument (before Spark starts), run one command. A sparkcast error
+    leads with one line on stderr, its details after: exit status 2 for a mistake, 1 for a
+    failed query."""
     words = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in words  # anywhere: ``sparkcast run job.py --debug`` too
     args = build_parser().parse_args([w for w in words if w != "--debug"])
@@ -80,8 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         else:
-            hint = "" if isinstance(exc, UsageError) else " (--debug: the traceback)"
-            print(f"sparkcast {args.command}: error: {exc}{hint}", file=sys.stderr)
+            print(error_text(args.command, exc), file=sys.stderr, end="")
         return FAILED if isinstance(exc, QueryFailedError) else USAGE
     except KeyboardInterrupt:  # before a query ran (a running one is stopped by its command)
         print(f"sparkcast {args.command}: interrupted", file=sys.stderr)

@@ -24,7 +24,10 @@ from typing import Any
 from sparkcast.apps import APP_NAMES, FLAGSHIP, get_app
 
 COMMANDS = ("demo", "generate", "run", "list")
-EPILOG = "applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP})"
+#: the docs online (the wheel ships none): a page is DOCS + "deploy.md"
+DOCS = "https://github.com/sparkcast/sparkcast/blob/main/docs/"
+EPILOG = ("applications: " + ", ".join(APP_NAMES) + f" (the demo's default: {FLAGSHIP}). "
+          f"Docs: {DOCS}getting-started.md")
 
 
 def add_commands(commands: Any) -> None:
@@ -82,9 +85,12 @@ def add_commands(commands: Any) -> None:
                         "<output>/_sparkcast_progress.jsonl (sparkcast view --output <output>).")
     run.add_argument("target", metavar="APP|PATH.py[:NAME]",
                      help="an application, or a job file and its function (default pipeline)")
-    run.add_argument("--output", help="output folder or URI (see the layout below)")
-    run.add_argument("--checkpoint",
-                     help="checkpoint folder or URI (hdfs://, s3a://, file:///shared/...)")
+    where = run.add_argument_group(
+        "required by an application, and by a job file whose function returns a "
+        "ProcessResult")
+    where.add_argument("--output", help="output folder or URI (see the layout below)")
+    where.add_argument("--checkpoint",
+                       help="checkpoint folder or URI (hdfs://, s3a://, file:///shared/...)")
     apps = run.add_argument_group("applications only")
     apps.add_argument("--events", type=Path, help="folder of event files")
     apps.add_argument("--broadcast", type=Path, help="folder of broadcast files")
@@ -98,10 +104,11 @@ def add_commands(commands: Any) -> None:
     run.add_argument("--trigger-seconds", type=float,
                      help="micro-batch interval (default 1)")
     run.add_argument("--master", help="Spark master (default local[2]; spark://host:7077, "
-                                      "yarn, k8s://...); see docs/deploy.md")
+                                      f"yarn, k8s://...); see {DOCS}deploy.md")
     run.add_argument("--archive", metavar="ENV.tar.gz",
                      help="a packed Python environment with sparkcast, shipped to the "
-                          "executors as ./environment (also unpack it here, see docs/deploy.md)")
+                          "executors as ./environment (also unpack it here, see "
+                          f"{DOCS}deploy.md)")
     run.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                      help="a Spark setting (repeatable), as spark-submit's --conf")
     _run_options(run, apps)
@@ -120,7 +127,7 @@ def _run_options(parser: argparse.ArgumentParser, apps: Any, defaults: bool = Fa
                         help="no live view (one line per micro-batch instead)")
     parser.add_argument("--metrics-port", type=int, metavar="PORT",
                         help="serve Prometheus metrics on http://HOST:PORT/metrics "
-                             "(0 picks a free port; see docs/monitoring.md)")
+                             f"(0 picks a free port; see {DOCS}monitoring.md)")
     parser.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
                         help="the address the metrics endpoint binds (default 127.0.0.1; "
                              "0.0.0.0: every interface, for a cluster's Prometheus)")
@@ -225,13 +232,14 @@ def _session(args: argparse.Namespace, parallelism: int, always: bool = False) -
 
 def _run_job(args: argparse.Namespace) -> int:
     """``sparkcast run PATH.py[:NAME]``: the file is imported before Spark starts."""
-    from sparkcast.cli.jobs import JobRun, load_job, run_job
+    from sparkcast.cli.jobs import JobRun, check_run, load_job, run_job
 
     function = load_job(args.job)
+    check_run(args.job, function, args.output)
     spark = _session(args, 4, always=True)
     run = JobRun(output=args.output, checkpoint=args.checkpoint,
                  available_now=args.available_now, trigger_seconds=args.trigger_seconds,
-                 duration=args.duration)
+                 duration=args.duration, no_view=args.no_view)
     query = run_job(spark, args.job, function, run, sys.stdout if not args.no_view else _Quiet())
     print(f"{args.job}: query {query.name or query.id} stopped"
           + (f"; outputs in {args.output}" if args.output else ""))

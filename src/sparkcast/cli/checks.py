@@ -148,8 +148,8 @@ def _state(args: argparse.Namespace) -> None:
         _existing_dir(Path(args.checkpoint), "the checkpoint")
     new = getattr(args, "new_checkpoint", None)
     if new is not None and not _URI.match(new) and Path(new).exists() and any(Path(new).iterdir()):
-        raise UsageError(f"the new checkpoint {new} exists and is not empty: rescale writes a "
-                         "fresh one")
+        raise UsageError(f"the new checkpoint {new} exists and is not empty: state "
+                         f"{args.action} writes a fresh one")
 
 
 def _init(args: argparse.Namespace) -> None:

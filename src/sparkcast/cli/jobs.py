@@ -9,17 +9,22 @@ brings its own sinks; the CLI watches it and stops it). Three steps, the first b
   ``__init__.py``) is imported under its dotted name with the folder above the top package on
   ``sys.path``, so its relative and absolute imports of the package work.
 * ``ship_job`` gives the file, or its whole top package zipped, to ``SparkContext.addPyFile``,
-  as ``spark-submit --py-files`` does, so code the executors import at run time finds it; and
+  as ``spark-submit --py-files`` does, so code the executors import at run time finds it (not
+  when ``spark-submit --py-files`` already ships a file of that name: Spark refuses a second
+  one, and the driver imported the package from the first); and
   registers the package with PySpark's cloudpickle to be pickled *by value*, because the Python
   runner ``transformWithStateInPandas`` starts on the driver sees no py-files
   (``spark/launch/shipping.py``).
 * ``run_job`` calls the function, starts the query and shows the live view until the query
-  ends, Ctrl-C, or ``--duration`` passes (then it stops between two micro-batches).
+  ends, Ctrl-C, or ``--duration`` passes (then it stops between two micro-batches). At the
+  end it says what the run came to when it was all or mostly dead letters (the first reason),
+  and a run that wrote no row but dead letters fails (``QueryFailedError``: exit status 1).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import tempfile
 import threading
@@ -27,9 +32,10 @@ import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 from sparkcast.errors import QueryFailedError, UsageError
 
@@ -60,7 +66,8 @@ def load_job(spec: JobSpec) -> Callable[[Any], Any]:
     """Import the job file and return its function; every mistake is a :class:`UsageError`."""
     root, name = module_of(spec.path)
     taken = sys.modules.get(name.split(".")[0])
-    if taken is not None and not _inside(getattr(taken, "__file__", None), root):
+    file = getattr(taken, "__file__", None)
+    if taken is not None and not (_inside(file, root) or _from_archive(file)):
         raise UsageError(f"the job file {spec.path} would be imported as {name!r}, a name "
                          f"already taken by {getattr(taken, '__file__', 'a built-in module')}: "
                          "rename the file")
@@ -80,8 +87,23 @@ def load_job(spec: JobSpec) -> Callable[[Any], Any]:
     return function
 
 
+def check_run(spec: JobSpec, function: Callable[[Any], Any], output: str | None) -> None:
+    """Before Spark: a function annotated ``-> ProcessResult`` needs ``--output`` and
+    ``--checkpoint`` (``checks`` saw that they go together); others are checked on its result."""
+    returns = inspect.signature(function).return_annotation
+    name = returns if isinstance(returns, str) else getattr(returns, "__name__", "")
+    if output is None and name.rpartition(".")[2] == "ProcessResult":
+        raise UsageError(f"{spec}(spark) returns a ProcessResult: give --output and "
+                         "--checkpoint to write it")
+
+
 def _inside(file: str | None, root: Path) -> bool:
     return file is not None and Path(file).resolve().is_relative_to(root)
+
+
+def _from_archive(file: str | None) -> bool:
+    """Whether the module came from a zip (``spark-submit --py-files``, wherever the zip is)."""
+    return file is not None and any(folder.is_file() for folder in Path(file).parents)
 
 
 def _is_own_function(value: Any, module: ModuleType) -> bool:
@@ -89,17 +111,26 @@ def _is_own_function(value: Any, module: ModuleType) -> bool:
         and not isinstance(value, type)
 
 
-def ship_job(spark: Any, spec: JobSpec) -> Path:
+def ship_job(spark: Any, spec: JobSpec) -> Path | None:
     """Ship the job's file (a lone file) or its top package (zipped) to the executors, and have
-    PySpark pickle its functions by value; returns what was shipped."""
+    PySpark pickle its functions by value; returns what was shipped, None when spark-submit's
+    ``--py-files`` ships it already."""
     from pyspark import cloudpickle
 
     root, name = module_of(spec.path)
     top = name.split(".")[0]
     cloudpickle.register_pickle_by_value(sys.modules[top])
+    if (spec.path.name if top == name else f"{top}.zip") in submitted_py_files(spark):
+        return None
     shipped = spec.path.resolve() if top == name else zip_package(root / top)
     spark.sparkContext.addPyFile(str(shipped))
     return shipped
+
+
+def submitted_py_files(spark: Any) -> set[str]:
+    """The names of the files ``spark-submit --py-files`` shipped (``spark.submit.pyFiles``)."""
+    listed = spark.sparkContext.getConf().get("spark.submit.pyFiles", "") or ""
+    return {PurePosixPath(urlsplit(item).path).name for item in listed.split(",") if item}
 
 
 def zip_package(package: Path) -> Path:
@@ -121,6 +152,7 @@ class JobRun:
     available_now: bool = False
     trigger_seconds: float | None = None
     duration: float | None = None
+    no_view: bool = False  # a line per micro-batch, no screen at the end
 
 
 def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobRun,
@@ -135,7 +167,7 @@ def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobR
     try:
         from sparkcast.monitoring.watch import view
 
-        view(query, run.output, out=out)
+        view(query, run.output, out=out, final_screen=not run.no_view)
     except KeyboardInterrupt:
         out.write("\nstopping (the checkpoint keeps the progress; run again to resume)…\n")
     finally:
@@ -144,7 +176,25 @@ def run_job(spark: Any, spec: JobSpec, function: Callable[[Any], Any], run: JobR
     failure = query.exception()
     if failure is not None:
         raise QueryFailedError(f"the query failed: {failure}") from failure
+    say_the_outcome(query, sys.stderr)
     return query
+
+
+def say_the_outcome(query: Any, out: TextIO) -> None:
+    """The end-of-run warning of a run that was all or mostly dead letters; a run in which
+    every output failed raises ``QueryFailedError`` (a non-zero exit)."""
+    from sparkcast.spark.observe.listener import outcome_of
+
+    outcome = outcome_of(str(query.id))
+    if outcome is None:
+        return
+    line = outcome.warning(query.name or str(query.id))
+    if line is not None:
+        out.write(line + "\n")
+    if outcome.all_failed:
+        raise QueryFailedError(
+            f"every output of the run was a dead letter ({outcome.dead_letters}), none was "
+            f"written; the first reason: {outcome.first_reason}")
 
 
 def stop_between_batches(query: Any, after: float) -> None:

@@ -58,25 +58,25 @@ JOB = '''\
     zip -r {name}.zip {name} && spark-submit --py-files {name}.zip {name}/job.py \\\\
         --output out --checkpoint ck --available-now
 
-Input: ``${upper}_DATA`` (default: the project's ``data`` folder), ``orders/`` and ``prices/``
-as JSON lines; any Spark source works the same.
+Input: ``${upper}_DATA`` (default: ``data``, in the folder the job runs from: the project's),
+``orders/`` and ``prices/`` as JSON lines; any Spark source works the same. Not a path from
+``__file__``: under ``spark-submit --py-files`` the module is imported from the zip.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any
+
+from sparkcast.spark import ProcessResult, Stream
 
 from {name}.functions import OUTPUT_SCHEMA, ORDERS_SCHEMA, PRICES, PRICES_SCHEMA, PriceOrders
 
-DATA = os.environ.get("{upper}_DATA", str(Path(__file__).resolve().parents[1] / "data"))
+DATA = os.environ.get("{upper}_DATA", "data")
 
 
-def pipeline(spark: Any) -> Any:
-    from sparkcast.spark import Stream
-
+def pipeline(spark: Any) -> ProcessResult:
     orders = spark.readStream.schema(ORDERS_SCHEMA).json(f"{{DATA}}/orders")
     prices = spark.readStream.schema(PRICES_SCHEMA).json(f"{{DATA}}/prices")
     return (Stream(orders)
@@ -95,11 +95,11 @@ TEST = '''\
 
 from sparkcast.testing import BroadcastHarness
 
-from {name}.functions import PRICES, PriceOrders
+from {name}.functions import OUTPUT_SCHEMA, PRICES, PriceOrders
 
 
 def test_an_order_takes_the_latest_price():
-    harness = BroadcastHarness(PriceOrders(), [PRICES])
+    harness = BroadcastHarness(PriceOrders(), [PRICES], output_schema=OUTPUT_SCHEMA)
     harness.open()
     harness.process_broadcast_element({{"product": "tea", "price": 2.0, "version": 1}})
     harness.process_element({{"order_id": "o1", "product": "tea", "quantity": 3}})
@@ -120,7 +120,8 @@ A sparkcast job: orders (`data/orders/`) priced by a broadcast price list (`data
 - `tests/test_functions.py`: its harness test, without Spark.
 - `{name}/job.py`: `pipeline(spark)`, which returns the `ProcessResult` that sparkcast writes.
 
-Test the function, then run the job on local Spark until its input is processed:
+Test the function (pytest: `pip install 'sparkcast[test]'`), then run the job on local Spark
+until its input is processed, from this folder (the job reads `data/` here):
 
     python -m pytest tests
     sparkcast run {name}/job.py --output out --checkpoint ck --available-now
@@ -181,7 +182,8 @@ def add_commands(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     root = write_project(args.directory, args.name)
-    print(f"wrote {root}/ — next:\n  cd {root}\n  python -m pytest tests\n"
+    print(f"wrote {root}/ — next:\n  cd {root}\n"
+          "  python -m pytest tests          # pytest: pip install 'sparkcast[test]'\n"
           f"  sparkcast run {args.name}/job.py --output out --checkpoint ck --available-now")
     return 0
 

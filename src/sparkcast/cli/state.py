@@ -1,10 +1,13 @@
-"""``sparkcast state``: inspect and rescale a job's state from its checkpoint (docs/state.md).
+"""``sparkcast state``: inspect, rescale, move and copy a job's state from its checkpoint
+(docs/state.md).
 
 ::
 
     sparkcast state show CHECKPOINT [--key K] [--batch-id N]
     sparkcast state rescale CHECKPOINT NEW_CHECKPOINT --parallelism P [--state-buckets B]
     sparkcast state rescale CHECKPOINT --partitions N      (in place, Spark's repartition)
+    sparkcast state move CHECKPOINT NEW_CHECKPOINT          (no Spark: files only)
+    sparkcast state copy CHECKPOINT NEW_CHECKPOINT
 """
 
 from __future__ import annotations
@@ -22,26 +25,57 @@ COMMANDS = ("state",)
 def add_commands(commands: Any) -> None:
     """The ``state`` command and its subcommands, under the main parser's ``commands``."""
     state = commands.add_parser(
-        "state", help="inspect or rescale a job's state (its checkpoint)",
+        "state", help="inspect, rescale, move or copy a job's state (its checkpoint)",
         description="Read the state a sparkcast query keeps in its checkpoint: broadcast state "
-                    "per subtask, keyed state, held elements and timers; or write it, "
-                    "redistributed, as a new checkpoint at another parallelism.")
+                    "per subtask, keyed state, held elements and timers; write it, "
+                    "redistributed, as a new checkpoint at another parallelism; or move or "
+                    "copy the checkpoint to another folder or bucket. Stop the job first.")
     actions = state.add_subparsers(dest="action", required=True, metavar="ACTION")
-    show = actions.add_parser("show", help="a summary per subtask")
-    show.add_argument("checkpoint")
+    show = actions.add_parser(
+        "show", help="a summary per subtask",
+        description="Print, per subtask, the broadcast state's version and entries, the keyed "
+                    "state's keys and bytes, timers and held elements (--key: that key's "
+                    "values).")
+    show.add_argument("checkpoint", help=_CHECKPOINT)
     show.add_argument("--key", help="only this key's state (JSON, or text)")
     show.add_argument("--batch-id", type=int, help="as of this batch (default: the last)")
-    rescale = actions.add_parser("rescale", help="write the state at a new parallelism")
-    rescale.add_argument("checkpoint")
+    rescale = actions.add_parser(
+        "rescale", help="write the state at a new parallelism",
+        description="Redistribute the keyed state to a new parallelism in a new checkpoint "
+                    "(start the job from it with initial_state=NEW_CHECKPOINT and a new "
+                    "output folder), or change the Spark partitions of the same checkpoint "
+                    "in place with --partitions.")
+    rescale.add_argument("checkpoint", help=_CHECKPOINT)
     rescale.add_argument("new_checkpoint", nargs="?",
                          help="a new checkpoint (with --parallelism); leave out with --partitions")
     rescale.add_argument("--parallelism", type=int, help="new virtual subtasks (new checkpoint)")
     rescale.add_argument("--partitions", type=int,
                          help="new Spark partitions of the same checkpoint (Spark's repartition)")
-    rescale.add_argument("--state-buckets", type=int)
+    rescale.add_argument("--state-buckets", type=int,
+                         help="new buckets per subtask's stored state (new checkpoint)")
+    for action, text in _RELOCATE.items():
+        relocate = actions.add_parser(action, help=text[0], description=text[1])
+        relocate.add_argument("checkpoint", help=_CHECKPOINT)
+        relocate.add_argument("new_checkpoint",
+                              help="the new folder or URI (missing or empty)")
+
+
+_CHECKPOINT = "the job's checkpoint folder or URI (its checkpoint_location)"
+_RELOCATE = {
+    "move": ("move a checkpoint to another folder or bucket",
+             "Copy the checkpoint to NEW_CHECKPOINT, rewriting the absolute locations Spark "
+             "keeps in it, then delete the old folder. The job restarts from NEW_CHECKPOINT as "
+             "if it had never moved: same outputs, same sinks' ledgers."),
+    "copy": ("copy a checkpoint as a new job's",
+             "Copy the checkpoint to NEW_CHECKPOINT, rewriting the absolute locations Spark "
+             "keeps in it; the old folder is untouched. The copy is a job of its own (new "
+             "query id): start it with its own output folder."),
+}
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action in _RELOCATE:
+        return _relocate(args)
     from sparkcast.spark import session
 
     spark = session("local[2]", "sparkcast-state")
@@ -65,6 +99,16 @@ def run(args: argparse.Namespace) -> int:
     _, seeds = read_subtasks(spark, args.checkpoint, args.batch_id)
     key = None if args.key is None else _parse_key(args.key)
     print("\n".join(summary_lines(seeds, key)))
+    return 0
+
+
+def _relocate(args: argparse.Namespace) -> int:
+    from sparkcast.spark.tools.relocate import relocate
+
+    summary = relocate(args.checkpoint, args.new_checkpoint, keep_old=args.action == "copy")
+    print(json.dumps(summary, indent=1))
+    print(f"restart the job with checkpoint_location={args.new_checkpoint!r}"
+          + (" and an output folder of its own" if args.action == "copy" else ""))
     return 0
 
 

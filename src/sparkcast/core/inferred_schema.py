@@ -12,11 +12,15 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcast.api.row import Row
+from sparkcast.core.output_values import object_fields
 
 
 def infer_ddl(value: Any) -> str:
-    """A DDL field list that ``value`` (a tuple, Row, dict or single value) fits."""
-    if isinstance(value, dict):
+    """A DDL field list that ``value`` (a tuple, Row, dict, object or single value) fits."""
+    fields = object_fields(value)
+    if fields is not None:  # a dataclass, NamedTuple or plain object: its fields by name
+        names, items = list(fields), list(fields.values())
+    elif isinstance(value, dict):
         names, items = [str(k) for k in value], list(value.values())
     elif isinstance(value, Row) and value.__fields__:
         names, items = list(value.__fields__), list(value)

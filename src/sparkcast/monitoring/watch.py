@@ -62,10 +62,12 @@ def load(url: str | None = None, output: Path | str | None = None) -> Monitor:
 
 def watch(source: Callable[[], Monitor], *, folder: OutputFolder | None = None,
           out: TextIO | None = None, refresh_seconds: float = 1.0,
-          running: Callable[[], bool] = lambda: False, query: str | None = None) -> Monitor:
+          running: Callable[[], bool] = lambda: False, query: str | None = None,
+          final_screen: bool = True) -> Monitor:
     """Show the view until ``running()`` is false (at least once); returns the last monitor.
-    On a terminal the screen is redrawn; elsewhere a line per new micro-batch, then the whole
-    screen once at the end, without ANSI codes. ``out`` defaults to the ``sys.stdout`` of the
+    On a terminal the screen is redrawn; elsewhere a line per new micro-batch, then (unless
+    ``final_screen`` is false: ``--no-view``) the whole screen once at the end, without ANSI
+    codes. ``out`` defaults to the ``sys.stdout`` of the
     call, not of the import (a replaced stdout, e.g. a captured one, may be closed since)."""
     out = out or sys.stdout
     style = Style(out.isatty())
@@ -89,15 +91,15 @@ def watch(source: Callable[[], Monitor], *, folder: OutputFolder | None = None,
         if not active:
             break
         time.sleep(refresh_seconds)
-    if not style.tty:
+    if not style.tty and final_screen:
         out.write("\n".join(screen(monitor, folder, style=style, query=query)) + "\n")
     return monitor
 
 
 def view(query: Any, output: str | Path | None = None, out: TextIO | None = None,
-         refresh_seconds: float = 1.0) -> Monitor:
-    """The view of a query started in this process, while it runs and once at its end;
-    ``output`` (a ``write_stream`` folder) adds its recent rows."""
+         refresh_seconds: float = 1.0, final_screen: bool = True) -> Monitor:
+    """The view of a query started in this process, while it runs and (``final_screen``) once
+    at its end; ``output`` (a ``write_stream`` folder) adds its recent rows."""
     folder = OutputFolder(output) if output is not None else None
     name = query.name or str(query.id)
     ended: list[float] = []
@@ -109,14 +111,16 @@ def view(query: Any, output: str | Path | None = None, out: TextIO | None = None
         return time.monotonic() - ended[0] < 10 and _catching_up(query)
 
     return watch(lambda: MONITOR, folder=folder, out=out, refresh_seconds=refresh_seconds,
-                 running=running, query=name)
+                 running=running, query=name, final_screen=final_screen)
 
 
 def _catching_up(query: Any) -> bool:
     """Whether the listener (asynchronous, on Spark's listener bus) has yet to deliver a
-    finished query's last sparkcast micro-batch."""
+    finished query's last sparkcast micro-batch: one that read rows, or whose progress holds
+    an observation (the streamed path's reaches only the listener's copy of the progress)."""
     reported = [int(p["batchId"]) for p in query.recentProgress
-                if any(is_observation(n) for n in p.get("observedMetrics") or {})]
+                if p.get("numInputRows") or any(is_observation(n)
+                                                 for n in p.get("observedMetrics") or {})]
     state = MONITOR.query(str(query.id))
     seen = state.last["batch"] if state is not None and state.last is not None else None
-    return bool(reported) and seen != max(reported)
+    return bool(reported) and (seen is None or seen < max(reported))

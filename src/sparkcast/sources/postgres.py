@@ -10,6 +10,7 @@ ordered type, and every field has a type this source reads. See docs/sources.md.
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 from sparkcast.errors import PipelineError
@@ -31,6 +32,10 @@ _SPARK_TYPES = {
     "timestamp without time zone": "timestamp_ntz", "timestamp with time zone": "timestamp",
     "bytea": "binary",
 }
+
+
+#: the sessions that know the source: Spark warns on each registration after the first
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def postgres_table(spark: Any, conninfo: str, table: str, *, version_column: str,
@@ -61,12 +66,19 @@ def postgres_table(spark: Any, conninfo: str, table: str, *, version_column: str
                                k != version_column]]
     if max_rows_per_batch is not None and max_rows_per_batch < 1:
         raise PipelineError(f"max_rows_per_batch must be at least 1, not {max_rows_per_batch}")
-    spark.dataSource.register(PostgresTableSource)
+    _register(spark)
     full = StructType([*fields, StructField(CORRUPT, StringType(), True)])
     options = {"conninfo": conninfo, "table": table, "version_column": version_column,
                "version_type": version_type, "columns": json.dumps([f.name for f in fields]),
                "order": json.dumps(order), "max_rows_per_batch": str(max_rows_per_batch or 0)}
     return spark.readStream.format(SOURCE_NAME).schema(full).options(**options).load()
+
+
+def _register(spark: Any) -> None:
+    """Register the source once per session (a stopped session's successor is a new one)."""
+    if spark not in _REGISTERED:
+        spark.dataSource.register(PostgresTableSource)
+        _REGISTERED.add(spark)
 
 
 def version_trigger_sql(table: str, version_column: str = "version") -> str:

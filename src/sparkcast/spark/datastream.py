@@ -19,6 +19,7 @@ before any filter (``observe/observation.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -42,9 +43,11 @@ from sparkcast.spark.outputs.operators import tagged_output
 from sparkcast.spark.outputs.sinks import start_sink
 from sparkcast.spark.outputs.targets import start as start_sinks
 from sparkcast.spark.outputs.typed import dead_letter_rows, main_rows, side_rows
-from sparkcast.spark.plan import ProcessSpec, RuntimePlan
+from sparkcast.spark.plan import BATCH_PATHS, ProcessSpec, RuntimePlan
 from sparkcast.spark.planning.bootstrap import attach_initial_state
 from sparkcast.spark.planning.checks import prepare
+from sparkcast.spark.planning.explain import Explanation, explanation
+from sparkcast.spark.planning.paths import dataframe_choice, query_choice
 from sparkcast.spark.planning.planner import build_keyed_plan, build_plan, parse_schema
 
 # {descriptor or name: batch DataFrame}, or a checkpoint prepared by rescale (docs/state.md)
@@ -99,18 +102,20 @@ class KeyedStream(Stream):
             return ConnectedKeyedStreams(self, other)
         return BroadcastConnectedStream(self, other)
 
-    def process(self, function: KeyedProcessFunction, output_schema: str, *,
+    def process(self, function: KeyedProcessFunction, output_schema: Any, *,
                 parallelism: int | None = None, event_time: str | None = None,
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
                 job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
-                initial_state: InitialState | None = None) -> ProcessResult:
+                initial_state: InitialState | None = None, engine: str = "auto"
+                ) -> ProcessResult:
         """Run a ``KeyedProcessFunction`` over this keyed stream (options as for the broadcast
         ``process``)."""
         if not isinstance(function, KeyedProcessFunction):
             raise PipelineError("KeyedStream.process takes a KeyedProcessFunction; a broadcast "
                                 "function needs .connect(broadcast_stream) first")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
-                           on_error, job_parameters, state_buckets, bool(initial_state))
+                           on_error, job_parameters, state_buckets, bool(initial_state),
+                           engine)
         return _prepared(self.df, lambda: build_keyed_plan(self.df, self.key_columns, None, spec),
                          initial_state)
 
@@ -123,31 +128,33 @@ class ConnectedKeyedStreams:
         self.first = first
         self.second = second
 
-    def process(self, function: KeyedCoProcessFunction, output_schema: str, *,
+    def process(self, function: KeyedCoProcessFunction, output_schema: Any, *,
                 parallelism: int | None = None, event_time: str | None = None,
                 side_outputs: Iterable[OutputTag] = (), on_error: str = "dead_letter",
                 job_parameters: dict[str, Any] | None = None, state_buckets: int = 64,
-                initial_state: InitialState | None = None) -> ProcessResult:
+                initial_state: InitialState | None = None, engine: str = "auto"
+                ) -> ProcessResult:
         """Run a ``KeyedCoProcessFunction`` over both keyed streams (options as for the
         broadcast ``process``)."""
         if not isinstance(function, KeyedCoProcessFunction):
             raise PipelineError("two connected keyed streams take a KeyedCoProcessFunction")
         spec = _keyed_spec(function, output_schema, parallelism, event_time, side_outputs,
-                           on_error, job_parameters, state_buckets, bool(initial_state))
+                           on_error, job_parameters, state_buckets, bool(initial_state),
+                           engine)
         second = (self.second.df, self.second.key_columns)
         return _prepared(self.first.df, lambda: build_keyed_plan(
             self.first.df, self.first.key_columns, second, spec), initial_state)
 
 
-def _keyed_spec(function: Any, output_schema: str, parallelism: int | None,
+def _keyed_spec(function: Any, output_schema: Any, parallelism: int | None,
                 event_time: str | None, side_outputs: Iterable[OutputTag], on_error: str,
-                job_parameters: dict[str, Any] | None, state_buckets: int, seeded: bool
-                ) -> ProcessSpec:
+                job_parameters: dict[str, Any] | None, state_buckets: int, seeded: bool,
+                engine: str) -> ProcessSpec:
     return ProcessSpec(function=function, output_schema=output_schema, parallelism=parallelism,
                        hold_until_ready=None, hold_capacity=0, time_alignment="batch",
                        event_time=event_time, side_outputs=tuple(side_outputs),
                        on_error=on_error, job_parameters=dict(job_parameters or {}),
-                       state_buckets=state_buckets, seeded=seeded)
+                       state_buckets=state_buckets, seeded=seeded, engine=engine)
 
 
 class BroadcastStream:
@@ -174,7 +181,7 @@ class BroadcastConnectedStream:
     def process(
         self,
         function: BaseBroadcastProcessFunction,
-        output_schema: str,
+        output_schema: Any,
         *,
         parallelism: int | None = None,
         hold_until_ready: Iterable[Any] | None = None,
@@ -187,6 +194,7 @@ class BroadcastConnectedStream:
         state_buckets: int = 64,
         blob_store: str | None = None,
         initial_state: InitialState | None = None,
+        engine: str = "auto",
     ) -> ProcessResult:
         """Run ``function`` over both streams; see docs/api.md for every option.
 
@@ -196,7 +204,9 @@ class BroadcastConnectedStream:
         ``blob_store`` is where broadcast values of 1 MiB or more are stored once (default: the
         checkpoint with ``write_stream``; on a cluster, a path every executor can read).
         ``initial_state``: ``{descriptor: batch DataFrame}`` the job starts from, or a checkpoint
-        prepared by ``rescale`` (docs/state.md)."""
+        prepared by ``rescale`` (docs/state.md). ``engine``: ``"auto"`` (the choice
+        ``result.explain()`` shows), ``"micro_batch"`` or ``"operator"``; a choice that cannot
+        serve the plan fails here with the reason."""
         keyed = isinstance(self.main, KeyedStream)
         if keyed != isinstance(function, KeyedBroadcastProcessFunction):
             raise PipelineError(
@@ -217,6 +227,7 @@ class BroadcastConnectedStream:
             state_buckets=state_buckets,
             blob_store=blob_store,
             seeded=bool(initial_state),
+            engine=engine,
         )
         key_columns = self.main.key_columns if isinstance(self.main, KeyedStream) else ()
         return _prepared(self.main.df, lambda: build_plan(
@@ -248,6 +259,8 @@ class ProcessResult:
     def tagged(self) -> DataFrame:
         """The operator's raw output: ``_tag``, ``_ts``, ``_payload`` and the main fields."""
         if self._tagged is None:
+            if self.plan.path in BATCH_PATHS:
+                dataframe_choice(self.plan)  # engine="micro_batch" cannot serve: the reason
             tagged = tagged_output(self.plan)
             if tagged.isStreaming:
                 if self.observation is None:  # a rebuilt operator (reset) keeps its name
@@ -314,12 +327,14 @@ class ProcessResult:
             raise PipelineError("write_stream takes a checkpoint_location and either a path or "
                                 "sinks={output: sink}")
         self._streaming("write_stream")
+        outputs = self._for_query(checkpoint_location)
         if metrics_port is not None:
-            serve_metrics(self.tagged.sparkSession, metrics_port)
+            assert self.plan.spark is not None
+            serve_metrics(self.plan.spark, metrics_port)
         if sinks is not None:
-            return start_sinks(self, dict(sinks), checkpoint_location, trigger, query_name)
+            return start_sinks(outputs, dict(sinks), checkpoint_location, trigger, query_name)
         assert path is not None
-        return start_sink(self, path, checkpoint_location, format, trigger, query_name)
+        return start_sink(outputs, path, checkpoint_location, format, trigger, query_name)
 
     def foreach_batch(self, fn: Callable[[Mapping[str, DataFrame], int], None],
                       checkpoint_location: str, *, trigger: dict[str, Any] | None = None,
@@ -330,12 +345,33 @@ class ProcessResult:
         ``batch_id`` gives identical frames). As with Spark's, each action on a frame computes
         it: persist them if ``fn`` acts on them more than once (docs/sinks.md)."""
         self._streaming("foreach_batch")
-        return start_batches(self, lambda _tagged, frames, batch_id: fn(frames, batch_id),
+        return start_batches(self._for_query(checkpoint_location),
+                             lambda _tagged, frames, batch_id: fn(frames, batch_id),
                              checkpoint_location, trigger, query_name, count=False,
                              persist=False)
 
+    def explain(self, checkpoint_location: str | None = None) -> Explanation:
+        """Print and return the engine this plan takes, why, how each side and output is read
+        and written, and what it costs; with ``checkpoint_location``, for a query restarting
+        from it (a checkpoint keeps the engine it was written by)."""
+        explained = explanation(self.plan, query_choice(self.plan, checkpoint_location),
+                                dataframe_choice(self.plan))
+        print(explained)
+        return explained
+
+    def _for_query(self, checkpoint_location: str) -> ProcessResult:
+        """This result as a query over ``checkpoint_location`` runs it: the same plan, or a copy
+        on the engine the checkpoint was written by (this plan is never changed)."""
+        choice = query_choice(self.plan, checkpoint_location)
+        if choice.path is self.plan.path:
+            return self
+        outputs = ProcessResult(replace(self.plan, path=choice.path, reason=choice.reason))
+        outputs.observation = self.observation
+        return outputs
+
     def _streaming(self, method: str) -> None:
-        if not self.tagged.isStreaming:
+        assert self.plan.tagged_input is not None
+        if not self.plan.tagged_input.isStreaming:
             raise PipelineError(f"{method} needs a streaming input; for batch DataFrames write "
                                 "result.main and result.side_output(tag) directly")
 

@@ -28,6 +28,8 @@ MAIN_SIDE, BROADCAST_SIDE = 0, 1
 SECOND_SIDE = 2  #: the operator path: a ``KeyedCoProcessFunction``'s second keyed input
 CORRUPT_SIDE = 2  #: the streamed path: malformed rows of either input
 TICK_SIDE = 3  #: the partitioned path: one row per subtask and micro-batch, so every one runs
+#: the partitioned path with event-time timers: the row of a no-op aggregate (``tagging.clock``)
+CLOCK_SIDE = 4
 
 
 def main_column(index: int) -> str:

@@ -1,7 +1,10 @@
 """What one ``process(...)`` call runs: its arguments, the plan shipped to the workers, and the
-execution path, chosen once by the planner (``planning/planner.py``).
+engine, chosen once by one pure function of the plan's facts and the checkpoint
+(``planning/choice.py``) before a query starts.
 
-Four paths run a plan (docs/architecture.md):
+Two engines (``Engine``, the public ``process(..., engine=...)``) run a plan: the operator, and
+the micro-batch engine in three variants (``ExecutionPath``, what a checkpoint records; see
+docs/architecture.md):
 
 * ``OPERATOR``: the inputs unioned, shuffled by subtask and run by one
   ``transformWithStateInPandas`` operator (``execution/processor.py``): keyed state, timers,
@@ -29,6 +32,7 @@ from sparkcast.api.descriptors import MapStateDescriptor, StateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.pyflink_types import is_pyflink_type, output_ddl
 from sparkcast.core.records import BroadcastElement
 
 if TYPE_CHECKING:
@@ -49,6 +53,53 @@ class ExecutionPath(StrEnum):
 BATCH_PATHS = (ExecutionPath.STREAMED, ExecutionPath.PARTITIONED)
 
 
+class Engine(StrEnum):
+    """The public names of ``process(..., engine=...)``: ``"auto"`` lets the choice decide."""
+
+    AUTO = "auto"
+    MICRO_BATCH = "micro_batch"
+    OPERATOR = "operator"
+
+
+def engine_of(path: ExecutionPath) -> Engine:
+    """The engine a path belongs to: every path but the operator's is a micro-batch variant."""
+    return Engine.OPERATOR if path is ExecutionPath.OPERATOR else Engine.MICRO_BATCH
+
+
+class BroadcastSide(StrEnum):
+    """What feeds the broadcast state, as far as the engine choice cares."""
+
+    STATIC = "static"  # collected once on the driver (a static DataFrame, or small batch input)
+    STREAMED = "streamed"  # a streaming DataFrame: elements in every micro-batch
+    BATCH = "batch"  # a batch DataFrame unioned with batch main rows (run once, not collected)
+    NONE = "none"  # KeyedProcessFunction, KeyedCoProcessFunction
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What the engine choice depends on, read off the inputs and the function on the driver."""
+
+    function: str  # the user's function class, e.g. "KeyedBroadcastProcessFunction"
+    main_streaming: bool
+    broadcast: BroadcastSide
+    keyed: bool = False  # key_by(...)
+    keyed_state: bool = False  # open() creates keyed state
+    hold_until_ready: bool = False
+    event_aligned: bool = False  # time_alignment="event"
+    timers: bool = False  # the function defines on_timer
+    event_time: bool = False  # event_time="<column>" given (timers then follow the watermark)
+    seeded: bool = False  # initial_state given
+    connect: bool = False  # a Spark Connect session
+    static_emits: bool = False  # applying the static broadcast rows emitted outputs
+    second_input: bool = False  # a KeyedCoProcessFunction's second keyed stream
+
+    @property
+    def per_subtask_state(self) -> bool:
+        """State that lives with a subtask: keyed state, held elements, event alignment."""
+        return (self.keyed or self.keyed_state or self.hold_until_ready
+                or self.event_aligned)
+
+
 @dataclass(frozen=True)
 class ProcessSpec:
     """The arguments of ``process(...)``."""
@@ -66,6 +117,20 @@ class ProcessSpec:
     state_buckets: int
     blob_store: str | None = None
     seeded: bool = False  # initial_state given: state must reach the operator's initialState
+    engine: str = "auto"  # the engine asked for (``Engine``)
+    output_codec: bool = False  # output_schema was Types.PICKLED_BYTE_ARRAY(): codec text
+
+    def __post_init__(self) -> None:
+        """A PyFlink output type (``Types.ROW_NAMED(...)``) becomes its DDL, once."""
+        if is_pyflink_type(self.output_schema):
+            ddl, codec = output_ddl(self.output_schema, "output_schema")
+            object.__setattr__(self, "output_schema", ddl)
+            object.__setattr__(self, "output_codec", codec)
+
+    def encoded(self) -> frozenset[str]:
+        """The outputs stored as codec text: ``"main"``, side outputs' tag ids."""
+        main = {"main"} if self.output_codec else set()
+        return frozenset(main | {t.tag_id for t in self.side_outputs if t.codec})
 
 
 @dataclass
@@ -92,6 +157,10 @@ class RuntimePlan:
     blob_store: str
     blob_store_chosen: bool = False
     path: ExecutionPath = ExecutionPath.OPERATOR
+    # what the choice read, the engine the user asked for, and why ``path`` was chosen
+    facts: PlanFacts | None = None
+    requested: Engine = Engine.AUTO
+    reason: str = ""
     static_broadcast: list[BroadcastElement] = field(default_factory=list)
     # a KeyedCoProcessFunction's second keyed input (packed with layout.SECOND_SIDE)
     second_fields: tuple[str, ...] = ()
@@ -104,12 +173,20 @@ class RuntimePlan:
     # the tagged inputs and the session, driver-side only (not shipped)
     tagged_input: DataFrame | None = None
     corrupt_input: DataFrame | None = None
+    #: the outputs stored as codec text (``ProcessSpec.encoded``)
+    encoded: frozenset[str] = frozenset()
     streamed_input: DataFrame | None = None  # the streamed path's one input
     spark: SparkSession | None = None
 
     @property
     def keyed(self) -> bool:
         return bool(self.key_positions)
+
+    @property
+    def clocked(self) -> bool:
+        """Event-time timers on the partitioned path: its query carries a no-op stateful
+        operator so that Spark runs no-data micro-batches (``tagging.clock``)."""
+        return self.path is ExecutionPath.PARTITIONED and self.time_mode == "EventTime"
 
     def for_workers(self, path: ExecutionPath | None = None) -> RuntimePlan:
         """A copy without the driver's objects, to ship; ``path`` overrides the plan's (the

@@ -25,6 +25,7 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction, KeyedBroadcast
 from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_conditions
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.pyflink_types import output_ddl
 from sparkcast.api.row import Row
 from sparkcast.api.timers import MIN_WATERMARK
 from sparkcast.core.backend import DictBackend, StateBackend
@@ -34,6 +35,7 @@ from sparkcast.core.frozen import thaw
 from sparkcast.core.inferred_schema import infer_ddl
 from sparkcast.core.keyed_process import CoElement, KeyedAdapter
 from sparkcast.core.output_check import OutputChecker
+from sparkcast.core.output_values import object_fields
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
 from sparkcast.core.scope import NO_KEY
 from sparkcast.core.seed import apply_seed, initial_seed
@@ -62,7 +64,7 @@ class BroadcastHarness:
         on_error: OnError = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
-        output_schema: str | None = None,
+        output_schema: Any = None,
         check_outputs: bool = True,
         side_outputs: Sequence[OutputTag] = (),
         initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
@@ -87,11 +89,14 @@ class BroadcastHarness:
                                     strict_contexts=True)
         self._records: list[OutputRecord] = []
         self._opened = False
-        #: the main output's schema: as given, else inferred from the first outputs
-        self.output_schema = output_schema
+        #: the main output's schema: as given (a PyFlink type as its DDL), else inferred from
+        #: the first outputs
+        self.output_schema, self._codec_main = main_schema(output_schema)
         self._infer = output_schema is None and check_outputs
         self._side_outputs = tuple(side_outputs)
-        self._checker = _checker(output_schema, side_outputs, self._infer)
+        self._fail = on_error == "fail"
+        self._checker = _checker(self.output_schema, side_outputs, self._infer, fail=self._fail,
+                                 codec_main=self._codec_main)
         self._initial_state = dict(initial_state or {})
 
     def _check_kind(self, function: BaseBroadcastProcessFunction) -> None:
@@ -250,15 +255,15 @@ class BroadcastHarness:
         if not values:
             return
         first = values[0]
-        if isinstance(first, (tuple, list, Row)) and not (isinstance(first, Row)
-                                                          and first.__fields__):
+        if isinstance(first, (tuple, list, Row)) and not (
+                isinstance(first, Row) and first.__fields__) and object_fields(first) is None:
             width = len(first)
             same = [v for v in values if isinstance(v, (tuple, list, Row)) and len(v) == width]
             first = tuple(next((v[i] for v in same if v[i] is not None), None)
                           for i in range(width))
         self.output_schema = infer_ddl(first)
         self._infer = False
-        self._checker = _checker(self.output_schema, self._side_outputs)
+        self._checker = _checker(self.output_schema, self._side_outputs, fail=self._fail)
         warnings.warn(
             f"{type(self).__name__}: no output_schema given; inferred {self.output_schema!r} "
             "from the first outputs and checking every output against it, as Spark checks "
@@ -279,15 +284,26 @@ class BroadcastHarness:
         return pairs
 
 
-def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag], checked: bool = True
-             ) -> OutputChecker | None:
-    """Outputs checked as on Spark (the same ``OutputChecker``): a bad output is a dead letter,
-    not a value in ``output()``; a side output not in ``side_outputs`` too. Without a schema,
-    side outputs or ``checked``, nothing is checked."""
+def main_schema(output_schema: Any) -> tuple[str | None, bool]:
+    """``output_schema`` as DDL (a PyFlink type converted as ``process`` converts it), and
+    whether the main values are stored as codec text (``Types.PICKLED_BYTE_ARRAY()``)."""
+    if output_schema is None or isinstance(output_schema, str):
+        return output_schema, False
+    return output_ddl(output_schema, "output_schema")
+
+
+def _checker(output_schema: str | None, side_outputs: Sequence[OutputTag], checked: bool = True,
+             *, fail: bool = False, codec_main: bool = False) -> OutputChecker | None:
+    """Outputs checked as on Spark (the same ``OutputChecker``): a bad output is a dead letter
+    (with ``fail``, ``on_error="fail"``, an ``OutputTypeError``), not a value in ``output()``;
+    a side output not in ``side_outputs`` too. Without a schema, side outputs or ``checked``,
+    nothing is checked."""
     if output_schema is None and not side_outputs and not checked:
         return None
     sides = {t.tag_id: None if t.schema is None else parse_ddl(t.schema) for t in side_outputs}
-    return OutputChecker(None if output_schema is None else parse_ddl(output_schema), sides)
+    encoded = {t.tag_id for t in side_outputs if t.codec} | ({"main"} if codec_main else set())
+    return OutputChecker(None if output_schema is None else parse_ddl(output_schema), sides,
+                         encoded=encoded, fail=fail)
 
 
 class KeyedBroadcastHarness(BroadcastHarness):
@@ -307,7 +323,7 @@ class KeyedBroadcastHarness(BroadcastHarness):
         on_error: OnError = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
-        output_schema: str | None = None,
+        output_schema: Any = None,
         check_outputs: bool = True,
         side_outputs: Sequence[OutputTag] = (),
         initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
@@ -359,7 +375,7 @@ class KeyedProcessHarness(KeyedBroadcastHarness):
         on_error: OnError = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
-        output_schema: str | None = None,
+        output_schema: Any = None,
         check_outputs: bool = True,
         side_outputs: Sequence[OutputTag] = (),
         initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,
@@ -397,7 +413,7 @@ class KeyedCoProcessHarness(KeyedBroadcastHarness):
         on_error: OnError = "dead_letter",
         job_parameters: dict[str, Any] | None = None,
         state_backend: Callable[[], StateBackend] | None = None,
-        output_schema: str | None = None,
+        output_schema: Any = None,
         check_outputs: bool = True,
         side_outputs: Sequence[OutputTag] = (),
         initial_state: dict[Any, Iterable[tuple[Any, Any]]] | None = None,

@@ -1,11 +1,13 @@
 """Fraud detection with generic rules, as PyFlink code: ``Rule`` objects (a field, an operator
-enum, a threshold) in broadcast state, a per-account ``AccountStats`` object in keyed state."""
+enum, a threshold) in broadcast state, a per-account ``AccountStats`` object in keyed state, and
+a ``ReviewItem`` object per match yielded to a typed review queue (a side output)."""
 
 from enum import Enum
 
 from sparkcast import (
     KeyedBroadcastProcessFunction,
     MapStateDescriptor,
+    OutputTag,
     RuntimeContext,
     Types,
     ValueStateDescriptor,
@@ -45,6 +47,18 @@ class AccountStats:
         return self.total / self.count if self.count else 0.0
 
 
+class ReviewItem:
+    def __init__(self, account, tx_id, rule_id, amount):
+        self.account = account
+        self.tx_id = tx_id
+        self.rule_id = rule_id
+        self.amount = amount
+
+
+review_queue = OutputTag("review", Types.ROW_NAMED(
+    ["account", "tx_id", "rule_id", "amount"],
+    [Types.STRING(), Types.STRING(), Types.STRING(), Types.DOUBLE()]))
+
 rules_descriptor = MapStateDescriptor("rules", Types.STRING(), Types.PICKLED_BYTE_ARRAY())
 
 
@@ -69,3 +83,4 @@ class FraudDetector(KeyedBroadcastProcessFunction):
         for rule_id, rule in ctx.get_broadcast_state(rules_descriptor).items():
             if rule.matches(stats, value.amount):
                 yield value.account, value.tx_id, rule_id
+                yield review_queue, ReviewItem(value.account, value.tx_id, rule_id, value.amount)

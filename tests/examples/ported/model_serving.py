@@ -1,7 +1,21 @@
 """Model serving with model versions, as PyFlink code: an ``MLModel`` with ``predict()`` kept in
-broadcast state under ``Types.PICKLED_BYTE_ARRAY()``, the current version under a second key."""
+broadcast state under ``Types.PICKLED_BYTE_ARRAY()``, the current version under a second key; a
+request for a version that is not there goes to the unprocessed events (a ``UserEvent`` object
+yielded to a typed side output)."""
 
-from sparkcast import BroadcastProcessFunction, MapStateDescriptor, Types
+from sparkcast import BroadcastProcessFunction, MapStateDescriptor, OutputTag, Types
+
+
+class UserEvent:
+    def __init__(self, request_id, features, version):
+        self.request_id = request_id
+        self.features = features
+        self.version = version
+
+
+unprocessed_tag = OutputTag("unprocessed", Types.ROW_NAMED(
+    ["request_id", "features", "version"],
+    [Types.STRING(), Types.LIST(Types.DOUBLE()), Types.INT()]))
 
 
 class MLModel:
@@ -33,6 +47,7 @@ class ModelServingFunction(BroadcastProcessFunction):
         if value.version is not None:
             model = state.get("model_" + str(value.version))
         if model is None:
-            yield value.request_id, None, -1
+            yield unprocessed_tag, UserEvent(value.request_id, list(value.features),
+                                              value.version)
         else:
             yield value.request_id, model.predict(list(value.features)), model.version

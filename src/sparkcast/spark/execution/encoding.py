@@ -20,6 +20,7 @@ from sparkcast.core.output_check import Checked, CheckedOutput, OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, OutputRecord
 from sparkcast.spark.execution.payloads import dead_letter_payload, payload, to_jsonable
 from sparkcast.spark.layout import MAIN, METRICS, PAYLOAD, TAG, TS
+from sparkcast.spark.plan import RuntimePlan
 
 
 class OutputEncoder:
@@ -27,17 +28,24 @@ class OutputEncoder:
     checked by the core's ``OutputChecker`` (the harness's code), main rows stay typed Arrow
     columns, side outputs and dead letters become JSON payloads."""
 
-    def __init__(self, output_schema: StructType, side_schemas: dict[str, StructType | None]
-                 ) -> None:
+    def __init__(self, output_schema: StructType, side_schemas: dict[str, StructType | None],
+                 *, encoded: frozenset[str] = frozenset(), fail: bool = False) -> None:
         self.fields = list(output_schema.fieldNames())
         self.main_schema = arrow_schema(output_schema)
         self.schema = pa.schema([pa.field(TAG, pa.string()), pa.field(TS, pa.int64()),
                                  pa.field(PAYLOAD, pa.string()), *self.main_schema])
         self.checker = OutputChecker(self.main_schema, {
-            tag: None if s is None else arrow_schema(s) for tag, s in side_schemas.items()})
+            tag: None if s is None else arrow_schema(s) for tag, s in side_schemas.items()},
+            encoded=encoded, fail=fail)
         #: rows per output and dead letters per callback encoded since ``take_counts``
         self.counts: dict[str, int] = {}
         self.letters: dict[str, int] = {}
+
+    @classmethod
+    def of(cls, plan: RuntimePlan) -> OutputEncoder:
+        """The encoder of a plan's outputs (``on_error="fail"``: a bad output stops the run)."""
+        return cls(plan.output_schema, plan.side_schemas, encoded=plan.encoded,
+                   fail=plan.options.on_error == "fail")
 
     def encode(self, records: list[OutputRecord], subtask: int) -> list[pd.DataFrame]:
         """Output frames (none when there is nothing: Spark wants no frame, not an empty one)."""

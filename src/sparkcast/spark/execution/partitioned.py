@@ -201,7 +201,7 @@ class PartitionedRunner:
             return
         table = pa.Table.from_batches(received)
         groups = table.column(SUBTASK)
-        encoder = OutputEncoder(self.plan.output_schema, self.plan.side_schemas)
+        encoder = OutputEncoder.of(self.plan)
         for group in sorted(pc.unique(groups).to_pylist()):
             rows = table.filter(pc.equal(groups, group))
             main = in_order(rows.filter(pc.equal(rows.column(SIDE), MAIN_SIDE))

@@ -55,7 +55,7 @@ class BroadcastProcessor(StatefulProcessor):
         plan = self.plan
         self.handle = handle
         self.states = SparkStates(handle, [d.name for d in plan.broadcast_descriptors])
-        self.encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
+        self.encoder = OutputEncoder.of(plan)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
                         ) -> Iterator[pd.DataFrame]:

@@ -60,7 +60,7 @@ class StatelessRunner:
         engine = cached_engine(plan, subtask, lambda: static_engine(plan, subtask))
         if self.bind is not None:
             self.bind(engine, plan.pipeline_id, subtask)
-        encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
+        encoder = OutputEncoder.of(plan)
         found = converters(plan.main_types, plan.time_zone)
         engine.meter.begin()
         events = 0

@@ -77,7 +77,7 @@ class MicroBatchOutputs:
         self.broadcast_columns = [TS, ORDER, *[broadcast_column(i) for i in
                                                range(len(plan.broadcast_fields))]]
         self.main_columns = [TS, *[main_column(i) for i in range(len(plan.main_fields))]]
-        self.encoder = OutputEncoder(plan.output_schema, plan.side_schemas)
+        self.encoder = OutputEncoder.of(plan)
         #: whether the input carries malformed rows (``_side`` 2)
         self.corrupt = RAW in plan.streamed_input.schema.fieldNames()
 

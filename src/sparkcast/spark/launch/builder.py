@@ -96,7 +96,12 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) 
         builder = builder.config(key, value)
     if quiet and launched and SparkSession.getActiveSession() is None:
         start_filtered_context(master, app_name, settings)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    # the streams manager registers Spark's state store coordinator, which RocksDB state reports
+    # to: a batch frame's operator (transformWithState) in a session that started no stream yet
+    # fails without it ("Cannot find endpoint: StateStoreCoordinator")
+    _ = spark.streams
+    return spark
 
 
 def _connect(remote: str, app_name: str, settings: dict[str, Any]) -> Any:

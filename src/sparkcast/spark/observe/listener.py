@@ -8,7 +8,9 @@ Prometheus endpoint and the view read it), appends it to the progress log of a `
 query (``<path>/_sparkcast_progress.jsonl``, for ``sparkcast view`` and ``sparkcast report``),
 logs one INFO line per micro-batch (logger ``sparkcast``, off unless the user sets it to INFO)
 and, for a micro-batch with dead letters, one WARN line: the count per callback and the first
-reason.
+reason. It sums each query's records (``monitoring/outcome.py``): when the query ends, a run
+that was all or mostly dead letters is one more WARN line naming the first reason, and
+``outcome_of`` hands the sums to ``sparkcast run``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
+from sparkcast.monitoring.outcome import RunOutcome
 from sparkcast.monitoring.progress import CALLBACKS, batch_record, is_observation, plain
 from sparkcast.monitoring.store import MONITOR
 from sparkcast.monitoring.view import batch_line
@@ -33,6 +36,19 @@ _STREAMED_LOCK = threading.Lock()
 #: query id -> the progress log file of a ``write_stream`` query
 PROGRESS_LOGS: dict[str, str] = {}
 _LOG_LOCK = threading.Lock()
+#: query id -> the sums of its micro-batches, and whether its end was reported
+_OUTCOMES: dict[str, RunOutcome] = {}
+_ENDED: dict[str, threading.Event] = {}
+_KEPT_OUTCOMES = 100
+
+
+def outcome_of(query_id: str, wait: float = 10.0) -> RunOutcome | None:
+    """What a query with a sparkcast operator came to (None: no micro-batch reported one),
+    once the listener saw it end (it hears events after the query stopped: up to ``wait``
+    seconds)."""
+    ended = _ENDED.setdefault(str(query_id), threading.Event())
+    ended.wait(wait)
+    return _OUTCOMES.get(str(query_id))
 
 
 def listen(spark: SparkSession) -> None:
@@ -93,6 +109,7 @@ class ProgressListener(StreamingQueryListener):
             return
         record = batch_record(progress)
         MONITOR.add(record)
+        _OUTCOMES.setdefault(record["id"], RunOutcome()).add(record)
         path = PROGRESS_LOGS.get(record["id"])
         if path is not None:
             append_progress_log(path, record)
@@ -108,4 +125,12 @@ class ProgressListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        query_id = str(event.id)
+        outcome = _OUTCOMES.get(query_id)
+        line = None if outcome is None else outcome.warning(query_id)
+        if line is not None:
+            log.warning(line)
+        _ENDED.setdefault(query_id, threading.Event()).set()
+        for stale in list(_ENDED)[:-_KEPT_OUTCOMES]:
+            _ENDED.pop(stale, None)
+            _OUTCOMES.pop(stale, None)

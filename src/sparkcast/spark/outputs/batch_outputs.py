@@ -120,9 +120,11 @@ def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
     """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
     prepare_checkpoint(outputs, checkpoint_location)
     if outputs.plan.path in BATCH_PATHS:
-        streamed_writer.refuse_operator_state(checkpoint_location)
+        streamed_writer.refuse_operator_state(outputs.plan, checkpoint_location)
     batches = TaggedBatches(outputs, checkpoint_location, count, persist)
     assert batches.input is not None
-    stream = (batches.input.writeStream.foreachBatch(BatchFunction(batches, consumer))
+    writer = (streamed_writer.input_stream(outputs.plan) if batches.streamed is not None
+              else batches.input.writeStream)
+    stream = (writer.foreachBatch(BatchFunction(batches, consumer))
               .option("checkpointLocation", checkpoint_location))
     return streamed_writer.start_query(stream, trigger, query_name)

@@ -68,10 +68,14 @@ def _side_schema(path: str, output: str | OutputTag) -> str | None:
     return known[name]
 
 
-def write_manifest(path: str, main: str, side_outputs: dict[str, str | None]) -> None:
+def write_manifest(path: str, main: str, side_outputs: dict[str, str | None],
+                   checkpoint: dict[str, str] | None = None) -> None:
     """Beside ``write_stream``'s data: the main and side-output schemas (DDL; None = untyped),
-    so ``read_output`` types each output. Any location ``storage`` understands (paths, URIs)."""
-    document = {"main": main, "side_outputs": side_outputs}
+    so ``read_output`` types each output, and the checkpoint that writes the folder
+    (``guarded.py``). Any location ``storage`` understands (paths, URIs)."""
+    document: dict[str, Any] = {"main": main, "side_outputs": side_outputs}
+    if checkpoint is not None:
+        document["checkpoint"] = checkpoint
     storage.write_bytes(storage.join(path, MANIFEST), json.dumps(document, indent=1).encode())
 
 

@@ -38,9 +38,10 @@ _PRODUCERS: dict[str, Any] = {}
 
 
 def client() -> Any:
-    """confluent-kafka, or the error that names the extra to install."""
+    """confluent-kafka (its ``admin`` module loaded too), or the error naming the extra."""
     try:
         import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401  (not loaded by the package itself)
     except ImportError as error:
         raise MissingDependencyError(
             "the Kafka sink needs confluent-kafka: pip install 'sparkcast[kafka]'") from error
@@ -158,19 +159,26 @@ class PartWriter:
         return f"{self.prefix}-{self.output}-{part}"
 
     def _write(self, part: int, batches: list[pa.RecordBatch]) -> int:
+        """The part in one transaction; once more with a fresh producer if this worker's was
+        fenced."""
         transactional_id = self._transactional_id(part)
-        for attempt in (0, 1):
-            kafka_producer = producer(self.settings, transactional_id, fresh=attempt > 0)
-            try:
-                return self._transaction(kafka_producer, part, batches)
-            except client().KafkaException as error:
-                _PRODUCERS.pop(transactional_id, None)
-                if attempt or not _fenced(error):
-                    raise SinkError(f"output {self.output!r}, Kafka topic {self.topic!r}: "
-                                    f"writing part {part} of micro-batch {self.batch_id} "
-                                    f"failed ({error.args[0].str()}); its transaction was "
-                                    "aborted") from error
-        raise AssertionError("unreachable")
+        try:
+            return self._transaction(producer(self.settings, transactional_id), part, batches)
+        except client().KafkaException as error:
+            _PRODUCERS.pop(transactional_id, None)
+            if not _fenced(error):
+                raise self._failed(part, error) from error
+        try:
+            return self._transaction(producer(self.settings, transactional_id, fresh=True),
+                                     part, batches)
+        except client().KafkaException as error:
+            _PRODUCERS.pop(transactional_id, None)
+            raise self._failed(part, error) from error
+
+    def _failed(self, part: int, error: Any) -> SinkError:
+        return SinkError(f"output {self.output!r}, Kafka topic {self.topic!r}: writing part "
+                         f"{part} of micro-batch {self.batch_id} failed "
+                         f"({error.args[0].str()}); its transaction was aborted")
 
     def _transaction(self, kafka_producer: Any, part: int, batches: list[pa.RecordBatch]
                      ) -> int:
@@ -209,8 +217,10 @@ def _abort(kafka_producer: Any) -> None:
 
 
 def _fenced(error: Any) -> bool:
-    """A producer another attempt fenced (or made fatal): a fresh one may go on."""
+    """A producer fenced or made fatal, most often by another Python worker that initialised
+    the same part's id in a later micro-batch (tasks of a part land on any worker): a fresh
+    producer goes on. librdkafka reports it from ``produce`` as the local ``_FATAL`` code."""
     kafka_error = error.args[0] if error.args else None
+    kafka = client().KafkaError
     return bool(kafka_error is not None and (kafka_error.fatal() or kafka_error.code() in (
-        client().KafkaError._FENCED, client().KafkaError.PRODUCER_FENCED,
-        client().KafkaError.INVALID_PRODUCER_EPOCH)))
+        kafka._FATAL, kafka._FENCED, kafka.PRODUCER_FENCED, kafka.INVALID_PRODUCER_EPOCH)))

@@ -8,8 +8,10 @@ Both sinks leave the same files (``outputs/files.py``: ``_output=<name>/`` folde
 * ``BatchSink``: ``foreachBatch`` with the same commit log written by ``state/commit_log.py``
   (the streamed path).
 
-Before the query starts, the plan is checked against the checkpoint's layout record, given its
-blob store, and the manifest and progress log are set up.
+Before the query starts, the output folder is checked to be this checkpoint's (or new), the
+plan is checked against the checkpoint's layout record and given its blob store, files no
+committed micro-batch lists are removed (``guarded.py``), and the manifest and progress log are
+set up.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from sparkcast.spark.outputs.files import (
     read_manifest,
     write_manifest,
 )
+from sparkcast.spark.outputs.guarded import guard_output, owner_record, remove_orphans
 from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
 from sparkcast.spark.planning.tagging import adopt_groups
@@ -89,15 +92,6 @@ SINKS: dict[ExecutionPath, OutputSink] = {ExecutionPath.OPERATOR: FileSink(),
                                           ExecutionPath.PARTITIONED: BatchSink()}
 
 
-def _keep_recorded_path(plan: RuntimePlan, checkpoint_location: str) -> None:
-    """A checkpoint the operator path wrote (a keyed job of sparkcast 0.3.0) restarts on that
-    path: the partitioned path gives the same results, but cannot read Spark's state store."""
-    layout = read_layout(checkpoint_location)
-    if (layout and layout.get("path") == ExecutionPath.OPERATOR
-            and plan.path is ExecutionPath.PARTITIONED):
-        plan.path = ExecutionPath.OPERATOR
-
-
 def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
     """A restart keeps the grouping keys its state was written under: Spark keeps the
     checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
@@ -114,13 +108,13 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
                trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """Check the checkpoint, set up the files beside the output, start the plan's sink."""
     plan = outputs.plan
+    guard_output(plan, path, checkpoint_location)
     prepare_checkpoint(outputs, checkpoint_location)
-    if plan.path not in BATCH_PATHS and plan.spark is not None:
+    if plan.path not in BATCH_PATHS:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
-        interval = plan.spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval", "10")
-        CommitLog(path, int(interval or 10)).fill(
+        CommitLog(path, _compact_interval(plan)).fill(
             checkpoint_files.committed_batches(checkpoint_location))
-    write_files_manifest(plan, path)
+    write_files_manifest(plan, path, checkpoint_location)
     query = SINKS[plan.path].start(outputs, path, checkpoint_location, format, trigger,
                                    query_name)
     log = progress_log_path(path)
@@ -129,22 +123,33 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     return query
 
 
+def _compact_interval(plan: RuntimePlan) -> int:
+    """Every how many batches the file sink's log compacts (Spark's setting, 10)."""
+    key = "spark.sql.streaming.fileSink.log.compactInterval"
+    return int((plan.spark.conf.get(key, "10") if plan.spark is not None else None) or 10)
+
+
 def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None:
     """Refuse a checkpoint the plan cannot restart from (before anything is written), and give
     the plan the query's blob store."""
     plan = outputs.plan
-    _keep_recorded_path(plan, checkpoint_location)
     _keep_recorded_groups(plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)
     plan.blob_store = query_blob_store(plan, checkpoint_location)
     outputs.reset()  # the operator is rebuilt with the query's blob store
 
 
-def write_files_manifest(plan: RuntimePlan, path: str) -> None:
-    """The side outputs' schemas beside the files under ``path``, for ``read_output``."""
+def write_files_manifest(plan: RuntimePlan, path: str, checkpoint_location: str) -> None:
+    """The side outputs' schemas beside the files under ``path``, for ``read_output``, and the
+    checkpoint that writes them; files of micro-batches that were never committed removed
+    first, and a new folder's log started at the checkpoint's next batch (call after
+    ``guard_output``: the folder is this checkpoint's)."""
+    remove_orphans(path)
+    CommitLog(path, _compact_interval(plan)).start(
+        checkpoint_files.committed_batches(checkpoint_location))
     earlier = (read_manifest(path) or {}).get("side_outputs", {})
     write_manifest(path, plan.output_schema.simpleString(), {
         **earlier,  # a side output dropped on a restart keeps its schema for read_output
         HOLD_OVERFLOW.tag_id: None,
         **{tag: (None if schema is None else schema.simpleString())
-           for tag, schema in plan.side_schemas.items()}})
+           for tag, schema in plan.side_schemas.items()}}, owner_record(checkpoint_location))

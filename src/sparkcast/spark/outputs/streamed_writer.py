@@ -124,10 +124,17 @@ def report(query: StreamingQuery | None, batch_id: int, row: dict[str, Any], app
 def start(plan: RuntimePlan, writer: StreamedWriter, checkpoint_location: str,
           trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """The one streaming query of the streamed path."""
-    refuse_operator_state(checkpoint_location)
-    assert plan.streamed_input is not None
-    return start_query(plan.streamed_input.writeStream.foreachBatch(writer)
+    refuse_operator_state(plan, checkpoint_location)
+    return start_query(input_stream(plan).foreachBatch(writer)
                        .option("checkpointLocation", checkpoint_location), trigger, query_name)
+
+
+def input_stream(plan: RuntimePlan) -> DataStreamWriter:
+    """The writer of the one query over the plan's input: in ``update`` mode when the input
+    holds the clock of event-time timers (``tagging.clock``: an aggregation)."""
+    assert plan.streamed_input is not None
+    writer = plan.streamed_input.writeStream
+    return writer.outputMode("update") if plan.clocked else writer
 
 
 def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
@@ -140,10 +147,11 @@ def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
     return stream.start()
 
 
-def refuse_operator_state(checkpoint_location: str) -> None:
+def refuse_operator_state(plan: RuntimePlan, checkpoint_location: str) -> None:
     """A checkpoint with Spark operator state was written by the operator path (perhaps by a
-    query the user started on ``result.main``, which records no layout file)."""
-    if checkpoint_files.holds_operator_state(checkpoint_location):
+    query the user started on ``result.main``, which records no layout file); a clocked plan's
+    own clock keeps state there too (its layout record tells the paths apart)."""
+    if not plan.clocked and checkpoint_files.holds_operator_state(checkpoint_location):
         raise IncompatibleCheckpointError(
             f"this pipeline cannot restart from checkpoint {checkpoint_location}; nothing was "
             "run. path: the checkpoint holds the stateful operator's state, this pipeline "

@@ -30,6 +30,7 @@ from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.layout import MAIN, TAG
 from sparkcast.spark.outputs import batch_outputs
 from sparkcast.spark.outputs.files import partitioned
+from sparkcast.spark.outputs.guarded import guard_output
 from sparkcast.spark.outputs.jdbc import (
     BATCH_COLUMN,
     LEDGER,
@@ -166,6 +167,7 @@ class JdbcSink:
     table: str
     properties: dict[str, str] = field(default_factory=dict)
     ledger: str = LEDGER
+    create_table: bool = False
 
     def describe(self) -> str:
         return f"jdbc({self.url!r}, {self.table!r})"
@@ -175,16 +177,21 @@ class JdbcSink:
         return f"{self.table}{STAGING_SUFFIX}"
 
     def check(self, output: str, schema: StructType, spark: Any) -> None:
-        """Reach the database, find the table and its columns, create the ledger, and drop a
-        staging table of another schema (it holds only uncommitted attempts)."""
+        """Reach the database, find the table and its columns (``create_table``: create a
+        missing one), create the ledger, and drop a staging table of another schema (it holds
+        only uncommitted attempts)."""
         where = f"output {output!r}, sink {self.describe()}"
         database = Database(spark, self.url, self.properties)
         try:
             with database.connect() as connection:
                 columns = database.columns(connection, self.table)
+                if columns is None and self.create_table:
+                    self._create(where, spark, schema)
+                    columns = database.columns(connection, self.table)
                 if columns is None:
                     raise SinkError(f"{where}: table {self.table} does not exist; create it with "
-                                    f"the output's columns ({schema.simpleString()})")
+                                    f"the output's columns ({schema.simpleString()}), or pass "
+                                    "create_table=True")
                 missing = _missing(schema, columns)
                 if missing:
                     raise SinkError(f"{where}: table {self.table} has no column {missing} of the "
@@ -201,13 +208,27 @@ class JdbcSink:
             raise SinkError(f"{where}: cannot reach the database ({java_message(error)}); start "
                             "it, or correct the url and properties") from error
 
+    def _create(self, where: str, spark: Any, schema: StructType) -> None:
+        """The table, with the output's columns as Spark's JDBC writer types them for this
+        database: Spark's writer creates it, from no rows."""
+        try:
+            spark.createDataFrame([], schema).write.jdbc(
+                self.url, self.table, mode="append", properties=self._writer_properties())
+        except Exception as error:
+            raise SinkError(f"{where}: cannot create table {self.table} with the output's "
+                            f"columns ({schema.simpleString()}): {java_message(error)}; create "
+                            "it yourself") from error
+
+    def _writer_properties(self) -> dict[str, str]:
+        # the driver named: Spark's own lookup by URL would find the wrapper its registry put
+        # into DriverManager (for the driver-side connections), which it cannot instantiate
+        return {**self.properties, "driver": driver_class(self.url, self.properties)}
+
     def stage(self, frame: DataFrame, batch_id: int, query_id: str) -> None:
         staged = frame.withColumn(QUERY_COLUMN, F.lit(query_id)).withColumn(
             BATCH_COLUMN, F.lit(batch_id).cast("long"))
-        # the driver named: Spark's own lookup by URL would find the wrapper its registry put
-        # into DriverManager (for the driver-side connections), which it cannot instantiate
-        properties = {**self.properties, "driver": driver_class(self.url, self.properties)}
-        staged.write.jdbc(self.url, self.staging, mode="append", properties=properties)
+        staged.write.jdbc(self.url, self.staging, mode="append",
+                          properties=self._writer_properties())
 
     def move(self, connection: Any, database: Database, frame: DataFrame, batch_id: int,
              query_id: str) -> None:
@@ -415,10 +436,12 @@ def start(outputs: TaggedOutputs, sinks: dict[Any, Any], checkpoint_location: st
         only = next(iter(distinct))
         return start_sink(outputs, only.path, checkpoint_location, only.format, trigger,
                           query_name)
+    files = [sink for sink in distinct if isinstance(sink, FilesSink)]
+    for sink in files:
+        guard_output(plan, sink.path, checkpoint_location)
     check(chosen, schemas(plan), plan.spark)
-    for sink in distinct:
-        if isinstance(sink, FilesSink):
-            write_files_manifest(plan, sink.path)
+    for sink in files:
+        write_files_manifest(plan, sink.path, checkpoint_location)
     return batch_outputs.start(outputs, SinkWriter(plan, chosen, checkpoint_location),
                                checkpoint_location, trigger, query_name, count=True,
                                persist=True)

@@ -8,6 +8,12 @@ state on every subtask) — yet none may vanish: they become dead letters (callb
 with the raw record as value, in the same tagged output (so ``write_stream`` writes them too;
 ``execution/dead_letters.py`` shapes them).
 
+A JSON or CSV file source *without* that column turns a malformed line into a row of nulls that
+nothing can tell from data (5 events and one bad line give 6 main rows, no dead letter): such a
+source is found in the DataFrame's plan when the pipeline is built and warned about, with the
+one-line fix (add ``_corrupt_record string`` to its schema). A dead letter's error names the
+file the line came from.
+
 A static (batch) broadcast side is read once, when the pipeline is built: a malformed line there
 is refused at ``process()`` with the first bad lines, since a one-off table can be fixed.
 
@@ -16,6 +22,9 @@ is refused at ``process()`` with the first bad lines, since a one-off table can 
 """
 
 from __future__ import annotations
+
+import re
+import warnings
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,17 +40,61 @@ def split_corrupt(df: DataFrame, side: str = "main") -> tuple[DataFrame, DataFra
     ``(_raw, _error)`` (the same columns for both sides, so they union), or None when the source
     has no such column."""
     if CORRUPT_COLUMN not in df.columns:
+        warn_without_corrupt_column(df, side)
         return df, None
     marker = F.col(f"`{CORRUPT_COLUMN}`")
     fields = ", ".join(c for c in df.columns if c != CORRUPT_COLUMN)
     # Spark refuses queries of raw JSON/CSV that reference only the corrupt-record column:
     # the coalesce names every column (the raw text is never null on these rows)
     raw = F.coalesce(marker, F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
+    file = F.input_file_name()
+    where = F.when(file != F.lit(""), F.concat(F.lit(" in "), file)).otherwise(F.lit(""))
     bad = df.filter(marker.isNotNull()).select(
         raw.alias(RAW),
-        F.lit(f"malformed input: the record does not parse as the {side} schema ({fields})")
-        .alias(ERROR))
+        F.concat(F.lit("malformed input"), where, F.lit(
+            f": the record does not parse as the {side} schema ({fields})")).alias(ERROR))
     return df.filter(marker.isNull()).drop(CORRUPT_COLUMN), bad
+
+
+#: a JSON or CSV file scan in a plan's text: streaming (``UnresolvedDataSource format: json`` in
+#: the logical plan; ``DataSource(..., json, ...)`` in older Sparks) or batch (``Relation [...]
+#: json``)
+_TEXT_SCAN = re.compile(r"format: (json|csv)\b|DataSource\(.*?,\s*(json|csv)\s*,"
+                        r"|Relation \[.*?\] (json|csv)\b")
+
+
+def text_file_format(df: DataFrame) -> str | None:
+    """``"json"`` or ``"csv"`` when ``df`` reads such files: from its plans' text, and from the
+    streaming file sources among its plan's leaves (a derived frame's text names no format);
+    None when it does not, or the plan is not at hand (Spark Connect)."""
+    try:
+        execution = df._jdf.queryExecution()
+        analyzed = execution.analyzed()
+        plan = f"{execution.logical().toString()}\n{analyzed.toString()}"
+        leaves = analyzed.collectLeaves()
+        for index in range(leaves.size()):
+            leaf = leaves.apply(index)
+            if leaf.nodeName() == "StreamingRelation":
+                plan += f"\nformat: {leaf.dataSource().className()}"
+    except Exception:  # noqa: BLE001 - Spark Connect has no JVM plan here: nothing to warn about
+        return None
+    found = _TEXT_SCAN.search(plan)
+    return None if found is None else next(g for g in found.groups() if g)
+
+
+def warn_without_corrupt_column(df: DataFrame, side: str) -> None:
+    """Warn, when the pipeline is built, that a JSON/CSV source without a corrupt-record column
+    turns a malformed line into a row of nulls; the message gives the one-line fix."""
+    kind = text_file_format(df)
+    if kind is None:
+        return
+    schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields)
+    warnings.warn(
+        f"the {side} input reads {kind.upper()} files without a {CORRUPT_COLUMN} column: Spark "
+        "turns a malformed line into a row of nulls, which the function sees as data. Add the "
+        f"column to its schema, e.g. .schema(\"{schema}, {CORRUPT_COLUMN} string\"), and "
+        "malformed lines become dead letters with the raw line and its file",
+        stacklevel=4)
 
 
 def split_broadcast_corrupt(df: DataFrame) -> tuple[DataFrame, DataFrame | None]:

@@ -1,24 +1,6 @@
-"""Which execution path a plan takes (``plan.ExecutionPath``), decided once, by the planner.
-
-A path other than the operator's is taken only where its results equal the operator's (the
-differential tests run the same programs through each):
-
-* ``STATELESS``: a static broadcast side and nothing that needs state (no keyed state, no
-  ``hold_until_ready``, and applying the static rows on the driver emitted nothing, since
-  outputs of ``process_broadcast_element`` would otherwise repeat in every task);
-* ``STREAMED``: both sides streamed, not keyed (keyed state lives with its key's subtask), no
-  ``hold_until_ready`` (held elements are per-subtask state), ``time_alignment="batch"`` (event
-  alignment interleaves broadcast and main elements inside a batch), no ``initial_state`` (it
-  has no per-subtask state to seed), and not on Spark Connect (whose
-  ``foreachBatch`` runs on the server);
-* ``PARTITIONED``: both sides streamed and state per subtask (keyed state,
-  ``hold_until_ready``, event-time alignment), not a ``KeyedProcessFunction`` or
-  ``KeyedCoProcessFunction`` (no broadcast side), no timers (``on_timer``: Spark fires them in
-  the stateful operator's no-data micro-batches, which a ``foreachBatch`` query without one
-  never runs, so a timer due at the last watermark would wait for more data), and not on Spark
-  Connect; ``initial_state`` is written into its stores before the first batch;
-* ``OPERATOR`` otherwise.
-"""
+"""The facts of a plan the engine choice reads (``plan.PlanFacts``), taken off its inputs and
+function on the driver, and the checkpoint's record a query's choice reads; the choice itself
+is pure (``choice.py``)."""
 
 from __future__ import annotations
 
@@ -26,23 +8,51 @@ from pyspark.sql import DataFrame
 
 from sparkcast.spark.environment import is_connect
 from sparkcast.spark.execution.stateless import needs_no_state
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import BroadcastSide, PlanFacts, ProcessSpec, RuntimePlan
+from sparkcast.spark.planning.choice import Choice, Consumer, choose
+from sparkcast.spark.state.compatibility import read_layout
 
 
-def static_path(plan: RuntimePlan) -> ExecutionPath:
-    """The path of a plan whose broadcast rows are static (``plan.static_broadcast``)."""
-    return ExecutionPath.STATELESS if needs_no_state(plan) else ExecutionPath.OPERATOR
+def broadcast_facts(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame,
+                    spec: ProcessSpec, static: bool) -> PlanFacts:
+    """The facts of a broadcast plan; ``static``: its broadcast rows were collected into
+    ``plan.static_broadcast``."""
+    side = (BroadcastSide.STATIC if static else
+            BroadcastSide.STREAMED if broadcast.isStreaming else BroadcastSide.BATCH)
+    stateful = plan.keyed or bool(plan.keyed_descriptors) or bool(plan.options.hold_until_ready)
+    return PlanFacts(
+        function=_kind(plan), main_streaming=main.isStreaming, broadcast=side, keyed=plan.keyed,
+        keyed_state=bool(plan.keyed_descriptors),
+        hold_until_ready=bool(plan.options.hold_until_ready),
+        event_aligned=plan.options.time_alignment != "batch", timers=plan.time_mode != "None",
+        event_time=plan.event_time is not None,
+        seeded=spec.seeded, connect=is_connect(main.sparkSession),
+        static_emits=static and not stateful and not needs_no_state(plan))
 
 
-def streamed_path(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame, seeded: bool
-                  ) -> ExecutionPath:
-    """The path of a plan whose broadcast side is a stream (``seeded``: initial state given)."""
-    if not main.isStreaming or not broadcast.isStreaming or is_connect(main.sparkSession):
-        return ExecutionPath.OPERATOR
-    stateful = (plan.keyed or bool(plan.keyed_descriptors) or bool(plan.options.hold_until_ready)
-                or plan.options.time_alignment != "batch")
-    if not stateful:
-        return ExecutionPath.OPERATOR if seeded else ExecutionPath.STREAMED
-    if plan.time_mode != "None" or not plan.broadcast_descriptors:
-        return ExecutionPath.OPERATOR
-    return ExecutionPath.PARTITIONED
+def keyed_facts(plan: RuntimePlan, main: DataFrame, spec: ProcessSpec) -> PlanFacts:
+    """The facts of a ``KeyedProcessFunction`` or ``KeyedCoProcessFunction`` plan."""
+    return PlanFacts(
+        function=type(spec.function).__name__, main_streaming=main.isStreaming,
+        broadcast=BroadcastSide.NONE, keyed=True, keyed_state=bool(plan.keyed_descriptors),
+        timers=plan.time_mode != "None", event_time=plan.event_time is not None,
+        seeded=spec.seeded,
+        connect=is_connect(main.sparkSession), second_input=bool(plan.second_fields))
+
+
+def _kind(plan: RuntimePlan) -> str:
+    return "KeyedBroadcastProcessFunction" if plan.keyed else "BroadcastProcessFunction"
+
+
+def query_choice(plan: RuntimePlan, checkpoint_location: str | None) -> Choice:
+    """The engine of a query of ours over ``checkpoint_location`` (None: a new one): the plan's
+    facts and requested engine with what the checkpoint's layout record says it was written by."""
+    assert plan.facts is not None
+    layout = read_layout(checkpoint_location) if checkpoint_location else None
+    return choose(plan.facts, plan.requested, (layout or {}).get("path"))
+
+
+def dataframe_choice(plan: RuntimePlan) -> Choice:
+    """The engine of ``result.main`` and the side-output DataFrames."""
+    assert plan.facts is not None
+    return choose(plan.facts, plan.requested, consumer=Consumer.DATAFRAME)

@@ -1,9 +1,9 @@
 """Build the runtime plan of one ``process(...)`` call, on the driver, checking everything early.
 
 Arguments are checked (counts, event time, schemas, reserved names), the function is opened once
-on a copy to find its keyed state, the inputs are tagged (``tagging.py``) and the execution path
-chosen (``paths.py``), all before any query starts, so a mistake fails here with a message that
-names the fix, not in a worker.
+on a copy to find its keyed state, the engine chosen for a new checkpoint (``paths.py`` reads
+the facts, ``choice.py`` chooses) and the inputs tagged for it (``tagging.py``), all before
+any query starts, so a mistake fails here with a message that names the fix, not in a worker.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from sparkcast.spark.environment import default_parallelism
 from sparkcast.spark.execution.engines import new_engine
 from sparkcast.spark.execution.values import collect_elements
 from sparkcast.spark.layout import ORDER, SECOND_SIDE, TS, check_reserved
-from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, ProcessSpec, RuntimePlan
+from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, PlanFacts, ProcessSpec, RuntimePlan
+from sparkcast.spark.planning.choice import choose, engine_named
 from sparkcast.spark.planning.corrupt import split_broadcast_corrupt, split_corrupt, union_corrupt
-from sparkcast.spark.planning.paths import static_path, streamed_path
+from sparkcast.spark.planning.paths import broadcast_facts, keyed_facts
 from sparkcast.spark.planning.tagging import (
     balanced_group_keys,
     millis,
@@ -88,14 +89,17 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
         blob_store=spec.blob_store or NO_STORE,  # checks.prepare picks the default
         blob_store_chosen=spec.blob_store is not None,
         corrupt_input=corrupt,
+        encoded=spec.encoded(),
         spark=spark,
         time_zone=spark.conf.get("spark.sql.session.timeZone") or "UTC",
     )
     if broadcast.df.isStreaming and not main.isStreaming:
         raise PipelineError("a streaming broadcast stream needs a streaming main stream")
-    if not broadcast.df.isStreaming and (main.isStreaming or _may_skip_state(plan, broadcast)):
+    static = not broadcast.df.isStreaming and (main.isStreaming
+                                               or _may_skip_state(plan, broadcast))
+    if static:
         plan.static_broadcast = _collect_static(broadcast, spec.event_time)
-        plan.path = static_path(plan)
+    _choose(plan, broadcast_facts(plan, main, broadcast.df, spec, static), spec)
     if plan.path is ExecutionPath.STATELESS:
         plan.tagged_input = stateless_input(main, spec.event_time)
         return plan
@@ -106,9 +110,9 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     plan.static_broadcast = []
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
-    plan.path = streamed_path(plan, main, broadcast.df, spec.seeded)
     if plan.path in BATCH_PATHS:
-        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time)
+        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time,
+                                             plan.clocked)
     return plan
 
 
@@ -139,7 +143,7 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
         tagged = tagged.unionByName(tag_main(other, second[1], groups, spec.event_time,
                                              side=SECOND_SIDE))
     corrupt = union_corrupt(corrupt, other_corrupt)
-    return RuntimePlan(
+    plan = RuntimePlan(
         pipeline_id=uuid.uuid4().hex, function=function, broadcast_descriptors=(),
         keyed_descriptors=keyed_descriptors, options=options, parallelism=parallelism,
         subtask_of_group={g: i for i, g in enumerate(groups)}, main_fields=tuple(main.columns),
@@ -151,11 +155,20 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
         event_time=spec.event_time, time_mode=_time_mode(spec), state_buckets=spec.state_buckets,
         blob_store=spec.blob_store or NO_STORE, blob_store_chosen=spec.blob_store is not None,
         time_zone=spark.conf.get("spark.sql.session.timeZone") or "UTC", tagged_input=tagged,
-        corrupt_input=corrupt, spark=spark,
+        corrupt_input=corrupt, encoded=spec.encoded(), spark=spark,
         second_fields=tuple(other.columns) if second else (),
         second_types=tuple(f.dataType for f in other.schema.fields) if second else (),
         second_key_positions=tuple(other.columns.index(c) for c in second[1]) if second else (),
     )
+    _choose(plan, keyed_facts(plan, main, spec), spec)
+    return plan
+
+
+def _choose(plan: RuntimePlan, facts: PlanFacts, spec: ProcessSpec) -> None:
+    """The one choice of the plan's engine, for a new checkpoint (``choice.choose``)."""
+    choice = choose(facts, spec.engine)
+    plan.facts, plan.requested = facts, engine_named(spec.engine)
+    plan.path, plan.reason = choice.path, choice.reason
 
 
 def _check_same_key_types(a: DataFrame, a_keys: tuple[str, ...], b: DataFrame,

@@ -26,6 +26,7 @@ from sparkcast.spark.execution.routing import group_column, hash_columns
 from sparkcast.spark.layout import (
     BLOB,
     BROADCAST_SIDE,
+    CLOCK_SIDE,
     CORRUPT_SIDE,
     MAIN_SIDE,
     ORDER,
@@ -47,8 +48,9 @@ def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
 
 
 def streamed_input(main: DataFrame, broadcast: Any, corrupt: DataFrame | None,
-                   event_time: str | None) -> DataFrame:
-    """Both inputs (and malformed rows) in one streaming frame, told apart by ``_side``."""
+                   event_time: str | None, clocked: bool = False) -> DataFrame:
+    """Both inputs (and malformed rows) in one streaming frame, told apart by ``_side``;
+    ``clocked``: with the ``clock`` of event-time timers."""
     df: DataFrame = broadcast.df
     order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
     frames = [
@@ -61,10 +63,26 @@ def streamed_input(main: DataFrame, broadcast: Any, corrupt: DataFrame | None,
     ]
     if corrupt is not None:
         frames.append(corrupt.select(F.lit(CORRUPT_SIDE).cast("byte").alias(SIDE), "*"))
+    if clocked:
+        frames.append(clock(main))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame, allowMissingColumns=True)
     return union
+
+
+def clock(main: DataFrame) -> DataFrame:
+    """A no-op stateful operator under the main stream's watermark: Spark runs a no-data
+    micro-batch when the watermark moved only for a query with a stateful operator, and a
+    ``foreachBatch`` query has none, so a timer due at the watermark the last input reached
+    would wait for more input. A global count over no rows (``rand() < -1`` is never true, and
+    the optimizer cannot prune it, which would drop the watermark with the branch) costs a
+    second scan of the main rows' columns it needs (none) and one tiny state commit per
+    micro-batch; its one row (``CLOCK_SIDE``) is ignored. The query runs in ``update`` mode
+    (``streamed_writer.input_stream``): Spark refuses, in append mode, an aggregation whose
+    keys hold no watermark."""
+    return (main.where(F.rand(0) < -1.0).groupBy().count()
+            .select(F.lit(CLOCK_SIDE).cast("byte").alias(SIDE)))
 
 
 def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:

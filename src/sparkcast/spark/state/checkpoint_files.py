@@ -5,11 +5,16 @@ operator's state under ``state/``; sparkcast adds, under ``sparkcast/``, the lay
 (``compatibility.py``), the streamed path's broadcast snapshots (``snapshots.py``) and the state
 a rescale prepared (``tools/rescale.py``). Every reader of a checkpoint finds these here, through
 ``storage.py``, so a local path, ``file:`` URI or object-store URI all work the same way.
+
+The checkpoint's identity (``sparkcast/id.json``, a random id written once) names it in the
+manifest of the output folders it writes (``outputs/guarded.py``), so the identity survives a
+move to another folder (``tools/relocate.py``) where a path would not.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from sparkcast.spark.state import storage
@@ -17,6 +22,7 @@ from sparkcast.spark.state import storage
 LAYOUT_FILE = ("sparkcast", "layout.json")
 PREPARED_FILE = ("sparkcast", "prepared-state.bin")
 SNAPSHOTS = ("sparkcast", "broadcast")
+ID_FILE = ("sparkcast", "id.json")
 
 
 def file(checkpoint: str, *parts: str) -> str:
@@ -27,6 +33,15 @@ def file(checkpoint: str, *parts: str) -> str:
 def committed_batches(checkpoint: str) -> list[int]:
     """The batches Spark committed, ascending."""
     return sorted(int(n) for n in storage.list_files(file(checkpoint, "commits")) if n.isdigit())
+
+
+def identity(checkpoint: str, create: bool = False) -> str | None:
+    """The checkpoint's id (None when it has none and ``create`` is false)."""
+    found = read_json(checkpoint, ID_FILE)
+    if found is None and create:
+        found = {"id": uuid.uuid4().hex}
+        write_json(checkpoint, ID_FILE, found)
+    return None if found is None else str(found["id"])
 
 
 def last_committed(checkpoint: str) -> int | None:

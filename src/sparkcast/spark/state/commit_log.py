@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow.fs as pafs
 from pyspark.sql import DataFrame
@@ -78,22 +78,56 @@ class CommitLog:
                             b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
         storage.delete(staging)
 
+    def batches(self) -> list[int]:
+        """The logged micro-batches, ascending (a compact file's batch included)."""
+        return sorted(int(n.split(".")[0]) for n in storage.list_files(self.log)
+                      if n.split(".")[0].isdigit())
+
+    def logged_files(self) -> set[str]:
+        """Every data file a logged micro-batch lists, as its path under the output
+        (``_output=main/3-part-….parquet``): the last compact file and the batches after it
+        (Spark may delete the log files a compact file holds)."""
+        batches = self.batches()
+        compacts = [b for b in batches if self._compacts(b)
+                    and storage.read_bytes(self._file(b, True)) is not None]
+        start = max(compacts, default=-1)
+        files: set[str] = set()
+        for batch in [b for b in batches if b >= start]:
+            data = storage.read_bytes(self._file(batch, batch == start))
+            for line in (data or b"").split(b"\n")[1:]:
+                if line.strip():
+                    files.add(_under_output(json.loads(line)["path"]))
+        return files
+
     def fill(self, batches: list[int]) -> list[int]:
         """Log the given batches that have no log file, after the last logged one, as batches
         that wrote nothing: the batch Spark's offline state repartition adds to a checkpoint
         writes no output, and Spark's reader refuses a log with a gap (``.../_spark_metadata/N
         doesn't exist``). Returns the batches filled."""
-        logged = [int(n.split(".")[0]) for n in storage.list_files(self.log)
-                  if n.split(".")[0].isdigit()]
+        logged = self.batches()
         if not logged:
             return []
         filled = [b for b in sorted(batches) if b > max(logged) and not self.committed(b)]
         for batch in filled:
-            compact = self._compacts(batch)
-            entries = self._entries_since_compact(batch) if compact else []
-            storage.write_bytes(self._file(batch, compact),
-                                b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
+            self._log_empty(batch)
         return filled
+
+    def start(self, batches: list[int]) -> list[int]:
+        """A log that has no batch yet, for a checkpoint that committed ``batches`` before
+        (a copied checkpoint, or one given a new output folder): those batches logged as
+        batches that wrote nothing here, since Spark's reader refuses a log that starts after
+        batch 0. Returns the batches logged."""
+        if self.batches():
+            return []
+        for batch in sorted(batches):
+            self._log_empty(batch)
+        return sorted(batches)
+
+    def _log_empty(self, batch: int) -> None:
+        compact = self._compacts(batch)
+        entries = self._entries_since_compact(batch) if compact else []
+        storage.write_bytes(self._file(batch, compact),
+                            b"\n".join([_VERSION, *[json.dumps(e).encode() for e in entries]]))
 
     def _publish(self, batch: int, staging: str, only: set[str] | None
                  ) -> list[dict[str, Any]]:
@@ -146,6 +180,12 @@ class CommitLog:
 def _hidden(relative: str) -> bool:
     return any(part.startswith(("_", ".")) and "=" not in part
                for part in relative.split("/"))
+
+
+def _under_output(logged: str) -> str:
+    """A logged file's path from its ``_output=`` folder on, as the file system names it."""
+    path = unquote(urlsplit(logged).path)
+    return path[path.rfind("/" + OUTPUT + "=") + 1:]
 
 
 def _qualified(path: str, relative: str) -> str:

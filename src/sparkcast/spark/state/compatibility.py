@@ -166,9 +166,16 @@ def layout_to_keep(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def refuse(lines: list[str], where: str) -> IncompatibleCheckpointError:
+    """One sentence with the fix first (what differs, nothing was run), then a line per
+    difference with both values and its own advice."""
+    items = list(dict.fromkeys(line.split(":")[0] for line in lines))
+    differ = "differs" if len(items) == 1 else "differ"
     return IncompatibleCheckpointError(
-        f"this pipeline cannot restart from {where}; nothing was run. "
-        + "; ".join(lines) + ". See docs/operations.md, 'What may change between restarts'.")
+        f"this pipeline cannot restart from {where}, whose {', '.join(items)} {differ} "
+        "(another job's?): "
+        "give it a new checkpoint or undo the change; nothing was run.\n"
+        + "".join(f"  {line}\n" for line in lines)
+        + "See docs/operations.md, 'What may change between restarts'.")
 
 
 # ------------------------------------------------------------------------- the driver's guard

@@ -1,0 +1,146 @@
+"""The engine a plan runs on: one pure function of the plan's facts, the engine asked for, the
+checkpoint's record and how the result is consumed, called before any query starts.
+
+The micro-batch engine (broadcast applied once per micro-batch on the driver, main rows through
+Python once) is taken wherever its results equal the operator's; the differential tests run
+the same programs through both. Its variants (``ExecutionPath``):
+
+* ``STATELESS``: a static broadcast side and no state (no keyed state, no
+  ``hold_until_ready``, and applying the static rows emitted nothing: those outputs would repeat
+  in every task); one ``mapInArrow`` where the rows lie, also as a plain streaming DataFrame;
+* ``STREAMED``: a streamed broadcast side, no state per subtask;
+* ``PARTITIONED``: a streamed broadcast side with state per subtask (keyed state,
+  ``hold_until_ready``, event-time alignment): main rows repartitioned by subtask.
+
+The operator engine takes the rest, and ``result.main`` (a streaming DataFrame) of a streamed or
+partitioned plan: nothing runs on the driver between a micro-batch's two sides there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from sparkcast.errors import PipelineError
+from sparkcast.spark.plan import BroadcastSide, Engine, ExecutionPath, PlanFacts, engine_of
+
+
+class Consumer(StrEnum):
+    """How a plan's outputs are consumed."""
+
+    QUERY = "query"  # write_stream, write_stream(sinks=...), foreach_batch: one query of ours
+    DATAFRAME = "dataframe"  # result.main, side_output, dead_letters: DataFrames for any query
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A path and why it was taken."""
+
+    path: ExecutionPath
+    reason: str
+
+    @property
+    def engine(self) -> Engine:
+        return engine_of(self.path)
+
+
+RECORDED_OPERATOR = ("the checkpoint was written by the operator engine (sparkcast 0.3 ran "
+                     "every keyed function there): it restarts as it was written, since the "
+                     "micro-batch engine cannot read Spark's state store")
+DATAFRAME_REASON = ("result.main and the side-output DataFrames are streaming DataFrames, in "
+                    "which nothing runs on the driver between a micro-batch's broadcast and "
+                    "main sides; write_stream, sinks= or foreach_batch run on the micro-batch "
+                    "engine")
+
+
+def choose(facts: PlanFacts, requested: Engine | str = Engine.AUTO, recorded: str | None = None,
+           consumer: Consumer = Consumer.QUERY) -> Choice:
+    """The path of a plan with ``facts``; ``recorded`` is the checkpoint's layout record's path
+    (None for a new checkpoint). Raises ``PipelineError`` where ``requested`` cannot serve."""
+    requested = engine_named(requested)
+    fresh = _fresh(facts, consumer)
+    if recorded is not None and requested is not Engine.AUTO and engine_of(
+            ExecutionPath(recorded)) is not requested:
+        raise PipelineError(f"engine={requested.value!r}: the checkpoint was written by the "
+                            f"{engine_of(ExecutionPath(recorded)).value} engine ({recorded}), "
+                            "whose state the other cannot read; start a new checkpoint, or "
+                            "leave engine='auto'")
+    if requested is Engine.OPERATOR:
+        return Choice(ExecutionPath.OPERATOR, "engine='operator' was asked for")
+    if isinstance(fresh, str):
+        if requested is Engine.MICRO_BATCH:
+            raise PipelineError(f"engine='micro_batch' cannot run this plan: {fresh}; leave "
+                                "engine='auto' (or 'operator')")
+        return Choice(ExecutionPath.OPERATOR, fresh)
+    if recorded == ExecutionPath.OPERATOR and fresh.path in (ExecutionPath.STREAMED,
+                                                             ExecutionPath.PARTITIONED):
+        return Choice(ExecutionPath.OPERATOR, RECORDED_OPERATOR)
+    return fresh
+
+
+def engine_named(name: Engine | str) -> Engine:
+    try:
+        return Engine(name)
+    except ValueError:
+        raise PipelineError(f"engine must be one of {[e.value for e in Engine]}, not "
+                            f"{name!r}") from None
+
+
+def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
+    """The micro-batch variant for a new checkpoint, or why there is none."""
+    if facts.broadcast is BroadcastSide.STATIC:
+        return _static(facts)
+    why_not = _why_not_streamed(facts)
+    if why_not:
+        return why_not
+    if consumer is Consumer.DATAFRAME:
+        return DATAFRAME_REASON
+    if facts.timers:
+        return Choice(ExecutionPath.PARTITIONED, "a streamed broadcast side and event-time "
+                      "timers: broadcast applied once per micro-batch on the driver, main rows "
+                      "repartitioned by subtask; a no-op aggregate in the query makes Spark "
+                      "run a micro-batch when the watermark moves, so due timers fire "
+                      "without more input")
+    if not facts.per_subtask_state:
+        return Choice(ExecutionPath.STREAMED, "a streamed broadcast side and no state per "
+                      "subtask: broadcast applied once per micro-batch on the driver, main "
+                      "rows read where they lie")
+    return Choice(ExecutionPath.PARTITIONED, "a streamed broadcast side and state per subtask "
+                  f"({_state_of(facts)}): broadcast applied once per micro-batch on the "
+                  "driver, main rows repartitioned by subtask")
+
+
+def _static(facts: PlanFacts) -> Choice | str:
+    if facts.keyed or facts.keyed_state or facts.hold_until_ready:
+        return (f"a static broadcast side with state per subtask ({_state_of(facts)}) is not "
+                "on the micro-batch engine yet")
+    if facts.static_emits:
+        return ("process_broadcast_element emits outputs for the static rows, which every "
+                "task of the micro-batch engine would emit again")
+    return Choice(ExecutionPath.STATELESS, "a static broadcast side and no state: one "
+                  "mapInArrow where the main rows lie, no shuffle")
+
+
+def _why_not_streamed(facts: PlanFacts) -> str:
+    """Why a plan whose broadcast side is not static cannot take the micro-batch engine."""
+    if facts.broadcast is BroadcastSide.NONE:
+        kind = "KeyedCoProcessFunction" if facts.second_input else "KeyedProcessFunction"
+        return f"a {kind} (no broadcast side) is not on the micro-batch engine yet"
+    if facts.broadcast is BroadcastSide.BATCH or not facts.main_streaming:
+        return ("batch inputs with state per subtask or event-time alignment run once through "
+                "the operator")
+    if facts.connect:
+        return "Spark Connect runs foreachBatch on the server, where the driver's work cannot"
+    if facts.timers and not facts.event_time:
+        return ("processing-time timers without event_time: Spark's ProcessingTime mode, "
+                "which runs micro-batches without input, is the operator's")
+    if facts.seeded and not facts.per_subtask_state:
+        return "initial_state for a function without state per subtask has nothing to seed"
+    return ""
+
+
+def _state_of(facts: PlanFacts) -> str:
+    kinds = [name for name, has in (("keyed", facts.keyed or facts.keyed_state),
+                                    ("hold_until_ready", facts.hold_until_ready),
+                                    ("event-time alignment", facts.event_aligned)) if has]
+    return ", ".join(kinds)

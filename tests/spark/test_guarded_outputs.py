@@ -1,0 +1,207 @@
+"""Guarded output folders (``outputs/guarded.py``): a new checkpoint is refused in a folder that
+holds another job's committed micro-batches, before anything runs, through the API and the CLI;
+and files that no committed micro-batch lists (a kill between publishing a batch's files and
+logging them) are gone after the restart, so a plain reader (pyarrow over a ``_output=`` folder)
+reads what ``read_output`` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, ValueStateDescriptor
+from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.spark import Stream, read_output
+from sparkcast.spark.layout import MANIFEST
+from tests.spark import fault_pipeline
+from tests.spark.differential import read_stream, write_batch_file
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+LIMITS = MapStateDescriptor("limits", str, int)
+EVENTS = "id long, k string"
+
+
+class Count(KeyedBroadcastProcessFunction):
+    def open(self, runtime_context):
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(LIMITS).put("limit", value["limit"])
+
+    def process_element(self, value, ctx):
+        n = (self.count.value() or 0) + 1
+        self.count.update(n)
+        yield value["k"], value["id"], n
+
+
+def _events(index):
+    return [{"id": index * 100 + i, "k": f"key{i % 3}"} for i in range(6)]
+
+
+def _run(spark, base, events, output, checkpoint, schema="k string, id long, n long",
+         engine="auto"):
+    """The keyed counter; ``engine="auto"`` takes the partitioned path (``foreachBatch`` and
+    sparkcast's commit log), ``"operator"`` Spark's file sink."""
+    result = (Stream(read_stream(spark, EVENTS, base / events)).key_by("k")
+              .connect(Stream(read_stream(spark, "limit long", base / "limits"))
+                       .broadcast(LIMITS))
+              .process(Count(), output_schema=schema, parallelism=2, engine=engine))
+    query = result.write_stream(str(base / output), str(base / checkpoint),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+
+
+def _main_files(out: Path) -> Counter:
+    """The main output as a plain reader sees the folder: every Parquet file in it."""
+    table = ds.dataset(str(out / "_output=main"), format="parquet").to_table()
+    return Counter(zip(*(table.column(c).to_pylist() for c in ("k", "id", "n")), strict=True))
+
+
+@pytest.mark.parametrize("engine", ["auto", "operator"])
+def test_a_new_checkpoint_is_refused_in_another_jobs_output_folder(spark, tmp_path, engine):
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    write_batch_file(tmp_path / "events", 0, _events(0))
+    _run(spark, tmp_path, "events", "out", "ck_a", engine=engine)
+    first = Counter(tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect())
+    assert sum(first.values()) == 6
+    manifest = (tmp_path / "out" / MANIFEST).read_text()
+
+    write_batch_file(tmp_path / "other", 0, _events(5))
+    for schema in ("k string, id long, n long", "k string, id long, n int"):
+        with pytest.raises(IncompatibleCheckpointError) as refused:
+            _run(spark, tmp_path, "other", "out", "ck_b", schema, engine=engine)
+        message = str(refused.value)
+        assert message.startswith(f"the output folder {tmp_path / 'out'} belongs to another job")
+        assert str(tmp_path / "ck_a") in message and str(tmp_path / "ck_b") in message
+        assert "write to a new folder" in message
+        assert "of main output struct<k:string,id:bigint,n:bigint>" in message
+    assert not (tmp_path / "ck_b" / "commits").exists()  # nothing was run
+    assert (tmp_path / "out" / MANIFEST).read_text() == manifest
+    assert Counter(tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect()) == first
+
+    # its own checkpoint goes on writing there; the other job writes to a new folder
+    write_batch_file(tmp_path / "events", 1, _events(1))
+    _run(spark, tmp_path, "events", "out", "ck_a", engine=engine)
+    assert read_output(spark, str(tmp_path / "out")).count() == 12
+    _run(spark, tmp_path, "other", "out_b", "ck_b", engine=engine)
+    assert read_output(spark, str(tmp_path / "out_b")).count() == 6
+
+
+def test_an_output_folder_of_an_older_release_refuses_only_a_new_checkpoint(spark, tmp_path):
+    """A manifest without its checkpoint (written before owners were recorded): the checkpoint
+    with committed batches goes on; a new one is refused."""
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    write_batch_file(tmp_path / "events", 0, _events(0))
+    _run(spark, tmp_path, "events", "out", "ck_a")
+    manifest = json.loads((tmp_path / "out" / MANIFEST).read_text())
+    del manifest["checkpoint"]
+    (tmp_path / "out" / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(IncompatibleCheckpointError, match="a checkpoint it does not record"):
+        _run(spark, tmp_path, "events", "out", "ck_new")
+    write_batch_file(tmp_path / "events", 1, _events(1))
+    _run(spark, tmp_path, "events", "out", "ck_a")
+    assert read_output(spark, str(tmp_path / "out")).count() == 12
+    assert "checkpoint" in json.loads((tmp_path / "out" / MANIFEST).read_text())
+
+
+def test_a_file_no_committed_batch_lists_is_removed_on_restart(spark, tmp_path):
+    """Spark's file sink (the operator path) leaves a killed batch's files in the folder too."""
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    write_batch_file(tmp_path / "events", 0, _events(0))
+    _run(spark, tmp_path, "events", "out", "ck", engine="operator")
+    folder = tmp_path / "out" / "_output=main"
+    written = next(f for f in folder.iterdir() if f.suffix == ".parquet")
+    shutil.copy(written, folder / "part-99999-orphan.c000.snappy.parquet")
+    copied = pq.read_metadata(written).num_rows
+    assert copied > 0
+    assert sum(_main_files(tmp_path / "out").values()) == 6 + copied  # its rows counted twice
+    write_batch_file(tmp_path / "events", 1, _events(1))
+    _run(spark, tmp_path, "events", "out", "ck", engine="operator")
+    assert not (folder / "part-99999-orphan.c000.snappy.parquet").exists()
+    spark_rows = Counter(tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect())
+    assert sum(spark_rows.values()) == 12
+    assert _main_files(tmp_path / "out") == spark_rows
+
+
+KILL_AFTER_PUBLISHING = """
+import os, signal, sys
+from pathlib import Path
+from sparkcast.spark.state.commit_log import CommitLog
+
+publish = CommitLog._publish
+
+def publish_then_die(self, batch, staging, only):
+    entries = publish(self, batch, staging, only)
+    if batch == 1:  # the files are in the output folder, the batch's log file is not
+        Path(sys.argv[1], "published").write_text(str(len(entries)))
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+    return entries
+
+CommitLog._publish = publish_then_die
+from tests.spark import fault_pipeline
+fault_pipeline.run(Path(sys.argv[1]), "partitioned")
+"""
+#: the same function class as the killed run's (``tests.spark.fault_pipeline.Ledger``)
+RESTART = ("import sys; from pathlib import Path; from tests.spark import fault_pipeline; "
+           "fault_pipeline.run(Path(sys.argv[1]), 'partitioned')")
+
+
+def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_sees(
+        spark, tmp_path):
+    for index in range(fault_pipeline.EVENT_FILES):
+        write_batch_file(tmp_path / "events", index, fault_pipeline.events(index))
+    for index in range(fault_pipeline.RULE_FILES):
+        write_batch_file(tmp_path / "rules", index, fault_pipeline.rules(index))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    killed = subprocess.run([sys.executable, "-c", KILL_AFTER_PUBLISHING, str(tmp_path)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                            start_new_session=True, check=False)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert int((tmp_path / "published").read_text()) > 0
+    out = tmp_path / "out"
+    assert not (out / "_spark_metadata" / "1").exists()
+    before = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
+    assert sum(_main_files(out).values()) > sum(before.values())  # the orphans are visible
+
+    done = subprocess.run([sys.executable, "-c", RESTART, str(tmp_path)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    main, _ = fault_pipeline.expected("partitioned")
+    written = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
+    assert written == main
+    table = ds.dataset(str(out / "_output=main"), format="parquet").to_table()
+    plain = Counter(zip(*(table.column(c).to_pylist()
+                          for c in ("k", "id", "n", "flagged", "version")), strict=True))
+    assert plain == main  # nothing twice for a reader that lists the folder
+
+
+def test_the_cli_refuses_another_jobs_output_folder_before_running(tmp_path, spark):
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    write_batch_file(tmp_path / "events", 0, _events(0))
+    _run(spark, tmp_path, "events", "out", "ck")  # another job's folder
+    command = [sys.executable, "-m", "sparkcast.cli", "run",
+               str(ROOT / "examples" / "enrich_job.py"), "--output", "out", "--checkpoint",
+               "ck2", "--available-now", "--no-view"]
+    second = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=900,
+                            check=False)
+    assert second.returncode == 2, second.stderr[-3000:]
+    assert "error: the output folder out belongs to another job" in second.stderr
+    assert f"({tmp_path / 'ck'})" in second.stderr and "checkpoint ck2," in second.stderr
+    assert "of main output struct<k:string,id:bigint,n:bigint>" in second.stderr
+    assert "waiting for the first micro-batch" not in second.stdout
+    assert not (tmp_path / "ck2" / "commits").exists()
+    assert read_output(spark, str(tmp_path / "out")).count() == 6
