@@ -12,7 +12,7 @@ from sparkcast.apps.wiring import build
 from sparkcast.sources import kafka_topic
 from sparkcast.spark import read_output
 from tests.apps.conftest import simulate
-from tests.sources.test_kafka_topic import _name
+from tests.sources.test_kafka_topic import topic_name
 
 pytestmark = pytest.mark.spark
 
@@ -30,7 +30,7 @@ def _broadcast_key(row: dict) -> str:
 
 
 def _run_over_kafka(spark, broker, app, drops: list[Drop], root) -> dict:
-    events, updates = _name(f"{app.name}-events"), _name(f"{app.name}-updates")
+    events, updates = topic_name(f"{app.name}-events"), topic_name(f"{app.name}-updates")
     broker.create_topic(events, partitions=3)
     broker.create_topic(updates, config={"cleanup.policy": "compact"})
     result = build(app, spark, root / EVENTS, root / BROADCAST, artifacts=root / ARTIFACTS,

@@ -36,12 +36,13 @@ pytestmark = pytest.mark.spark
 RULE_KEYS = {"fraud": "id", "enrich": "code"}
 
 
-def _name(what: str) -> str:
+def topic_name(what: str) -> str:
+    """A topic of this test's own (the broker is the session's)."""
     return f"{what}-{uuid.uuid4().hex[:8]}"
 
 
 def _program_topics(broker, program: Program) -> tuple[str, str]:
-    events, rules = _name(f"{program.name}-events"), _name(f"{program.name}-rules")
+    events, rules = topic_name(f"{program.name}-events"), topic_name(f"{program.name}-rules")
     broker.create_topic(events, partitions=3)
     broker.create_topic(rules, partitions=2)
     return events, rules
@@ -93,7 +94,7 @@ class StateSnapshot(BroadcastProcessFunction):
 
 
 def _compacted_topic(broker) -> str:
-    topic = _name("rules-compacted")
+    topic = topic_name("rules-compacted")
     broker.create_topic(topic, partitions=2, config={
         "cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
         "min.compaction.lag.ms": "0", "delete.retention.ms": "3600000"})
@@ -136,7 +137,7 @@ def _wait_compacted(broker, topic: str, produced: int, timeout: float = 60.0) ->
 
 def test_a_new_checkpoint_on_a_compacted_topic_holds_the_latest_value_per_key(
         spark, kafka_broker, tmp_path):
-    rules, events = _compacted_topic(kafka_broker), _name("events")
+    rules, events = _compacted_topic(kafka_broker), topic_name("events")
     kafka_broker.create_topic(events, partitions=2)
     produced = []
     for records in _rule_rounds():
@@ -180,6 +181,16 @@ class Totals(KeyedBroadcastProcessFunction):
         yield value.user, n, value.amount * factor
 
 
+class Scaled(BroadcastProcessFunction):
+    """Scales each amount by the broadcast factor (non-keyed: the streamed path)."""
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value.name, value.limit)
+
+    def process_element(self, value, ctx):
+        yield value.user, value.amount * (ctx.get_broadcast_state(RULES).get("factor") or 1.0)
+
+
 def _totals(spark, broker, events: str, rules: str, **options):
     events_df = kafka_topic(spark, broker.bootstrap, events, "user string, amount double",
                             metadata=["partition", "offset"], **options)
@@ -190,7 +201,7 @@ def _totals(spark, broker, events: str, rules: str, **options):
 
 def test_malformed_records_become_dead_letters_naming_topic_partition_offset(
         spark, kafka_broker, tmp_path):
-    events, rules = _name("events"), _name("rules")
+    events, rules = topic_name("events"), topic_name("rules")
     kafka_broker.create_topic(events, partitions=2)
     kafka_broker.create_topic(rules)
     kafka_broker.produce(rules, [("factor", {"limit": 2.0}), ("bad", "{not json")])
@@ -219,23 +230,28 @@ def test_malformed_records_become_dead_letters_naming_topic_partition_offset(
 
 
 def test_options_pass_through_and_secrets_stay_out_of_sight(spark, kafka_broker, tmp_path):
-    events, rules = _name("events"), _name("rules")
+    events, rules = topic_name("events"), topic_name("rules")
     kafka_broker.create_topic(events, partitions=2)
     kafka_broker.create_topic(rules)
-    kafka_broker.produce(rules, [("factor", {"limit": 1.0})])
+    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
     kafka_broker.produce(events, [(f"u{i % 4}", {"user": f"u{i % 4}", "amount": float(i)})
                                   for i in range(12)])
     secret = "s3cr3t-pa55word"
     jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required ' \
            f'username="app" password="{secret}";'
-    result = _totals(spark, kafka_broker, events, rules, options={
-        "maxOffsetsPerTrigger": "4", "kafka.sasl.jaas.config": jaas})
+    events_df = kafka_topic(spark, kafka_broker.bootstrap, events, "user string, amount double",
+                            options={"maxOffsetsPerTrigger": "4", "kafka.sasl.jaas.config": jaas})
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double", key="name")
+    result = Stream(events_df).connect(Stream(rules_df).broadcast(RULES)).process(
+        Scaled(), "user string, scaled double")
     query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
                                 trigger={"availableNow": True})
     query.awaitTermination()
+    assert result.plan.path == "streamed"  # non-keyed: one foreachBatch over both topics
     batches = [p for p in query.recentProgress if p["numInputRows"]]
     assert len(batches) >= 3  # 12 events, at most 4 a micro-batch
-    assert read_output(spark, str(tmp_path / "out")).count() == 12
+    assert sorted(r.scaled for r in read_output(spark, str(tmp_path / "out")).collect()) == [
+        2.0 * i for i in range(12)]
     plan = kafka_topic(spark, kafka_broker.bootstrap, events, "user string", options={
         "kafka.sasl.jaas.config": jaas})._jdf.queryExecution().toString()
     assert "kafka.sasl.jaas.config" in plan and secret not in plan  # Spark redacts it
@@ -252,6 +268,8 @@ def test_checks_name_the_fix(spark):
         ({"metadata": ["headers"]}, "choose from"),
         ({"key": "amount"}, "make it string"),
         ({"metadata": ["offset"], "schema": "kafka_offset long"}, "rename one"),
+        ({"key": "deleted", "tombstone": "deleted"}, "rename one"),
+        ({"options": {"assign": '{"t": [0]}'}}, "choose the topic"),
     ]:
         schema = kwargs.pop("schema", "user string, amount double")
         with pytest.raises(PipelineError, match=message):
@@ -263,7 +281,7 @@ def test_a_broker_restarted_mid_run_loses_nothing_and_repeats_nothing(
     """The broker goes away between two rounds of events: the running query either rides it out
     or fails with Kafka's error; a restart from its checkpoint completes, and every event is
     counted exactly once (each user's counts run 1..n, from the written files)."""
-    events, rules = _name("events"), _name("rules")
+    events, rules = topic_name("events"), topic_name("rules")
     kafka_broker.create_topic(events, partitions=3)
     kafka_broker.create_topic(rules)
     kafka_broker.produce(rules, [("factor", {"limit": 1.0})])
@@ -295,3 +313,42 @@ def test_a_broker_restarted_mid_run_loses_nothing_and_repeats_nothing(
     for user in counts:
         assert sorted(n for u, n, _ in rows if u == user) == list(range(1, 10))
     assert sorted(s for _, _, s in rows) == [float(i) for i in range(45)]
+
+
+def _collect(spark, frame, tmp_path, name: str) -> list:
+    query = (frame.writeStream.format("memory").queryName(name).trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / name)).start())
+    query.awaitTermination()
+    rows = spark.table(name).collect()
+    spark.catalog.dropTempView(name)
+    return rows
+
+
+def test_a_transactional_topic_is_read_committed_unless_told_otherwise(
+        spark, kafka_broker, tmp_path):
+    """A topic written in transactions (as ``sinks.kafka`` writes): by default an aborted
+    transaction's records are not read, and the offsets its markers take are no gap Spark
+    complains about; ``kafka.isolation.level=read_uncommitted`` passed through reads them."""
+    from confluent_kafka import Producer
+
+    topic = topic_name("transactional")
+    kafka_broker.create_topic(topic, partitions=2)
+    producer = Producer(kafka_broker.client_config(**{"transactional.id": topic}))
+    producer.init_transactions(30)
+    for ids, commit in [((1, 2), True), ((3, 4), False), ((5,), True)]:
+        producer.begin_transaction()
+        for i in ids:
+            producer.produce(topic, key=f"k{i}", value=json.dumps({"id": i}))
+        producer.flush(30)  # in the log before the abort (abort purges what is queued)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    assert sorted(json.loads(r.value)["id"] for r in kafka_broker.read(topic, committed=False)
+                  ) == [1, 2, 3, 4, 5]
+    rows = _collect(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, "id long"),
+                    tmp_path, f"committed_{uuid.uuid4().hex[:6]}")
+    assert sorted(r.id for r in rows) == [1, 2, 5]  # read_committed, the default
+    assert all(r._corrupt_record is None for r in rows)
+    everything = _collect(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, "id long",
+                                             options={"kafka.isolation.level":
+                                                      "read_uncommitted"}),
+                          tmp_path, f"uncommitted_{uuid.uuid4().hex[:6]}")
+    assert sorted(r.id for r in everything) == [1, 2, 3, 4, 5]  # the option wins

@@ -7,11 +7,13 @@ never stops the stream: it keeps its place as a ``_corrupt_record`` row holding 
 topic, partition, offset, reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
-A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource`` and Kafka Streams'
-``GlobalKTable`` do): a broadcast side reads the whole topic, every current rule, in its first
-micro-batch, and with ``hold_until_ready`` no event is decided before them. A tombstone (a null
-value: the key was deleted, what a compacted topic keeps) becomes a row with only the key and
-the ``tombstone`` column set, so the function can remove the key. docs/sources.md says how.
+Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
+with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
+and Kafka Streams' ``GlobalKTable`` do): a broadcast side reads the whole topic, every current
+rule, in its first micro-batch, and with ``hold_until_ready`` no event is decided before them.
+A tombstone (a null value: the key was deleted, what a compacted topic keeps) becomes a row
+with only the key and the ``tombstone`` column set, so the function can remove the key.
+docs/sources.md says how.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ METADATA = {"topic": "topic", "partition": "partition", "offset": "offset",
             "timestamp": "timestamp", "timestamp_type": "timestampType"}
 #: options that choose the topic: ``topic`` does that, one way
 _TOPIC_OPTIONS = ("subscribe", "subscribePattern", "assign")
-_DEFAULTS = {"startingOffsets": "earliest"}
+#: a new checkpoint reads the whole topic; an aborted transaction's records are never read
+_DEFAULTS = {"startingOffsets": "earliest", "kafka.isolation.level": "read_committed"}
 
 
 def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | StructType, *,
@@ -51,7 +54,8 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | St
 
     Every entry of ``options`` goes to Spark's reader unchanged (``kafka.security.protocol``,
     ``kafka.sasl.jaas.config``, ``maxOffsetsPerTrigger``, ``startingOffsets``, ...); they win
-    over the default ``startingOffsets=earliest``. No message of this function shows them."""
+    over the defaults ``startingOffsets=earliest`` and ``kafka.isolation.level=read_committed``
+    (a topic ``sinks.kafka`` wrote is read exactly once). No message shows them."""
     struct = _struct(schema)
     names = struct.fieldNames()
     _check(names, struct, key, tombstone, metadata, options or {})
@@ -88,11 +92,14 @@ def _check(names: list[str], struct: StructType, key: str | None, tombstone: str
                             "the schema; a record key is read as a string: make it string")
     if tombstone is not None and key is None:
         raise PipelineError("a tombstone deletes its key: pass key='<column>' with tombstone")
-    added = [c for c in [tombstone, *[f"kafka_{m}" for m in metadata]] if c is not None]
+    key_column = key if key is not None and key not in names else None
+    added = [c for c in [key_column, tombstone, *[f"kafka_{m}" for m in metadata]]
+             if c is not None]
     clash = [c for c in added if c in names or added.count(c) > 1]
     if clash:
-        raise PipelineError(f"columns {sorted(set(clash))} are both in the schema and added by "
-                            "kafka_topic (tombstone, metadata); rename one")
+        raise PipelineError(f"columns {sorted(set(clash))} are named twice among the schema "
+                            "and the columns kafka_topic adds (key, tombstone, metadata); "
+                            "rename one")
 
 
 def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str | None,
@@ -104,6 +111,7 @@ def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str 
                                               "columnNameOfCorruptRecord": CORRUPT_COLUMN})
     frame = raw.select(F.col("key").cast("string").alias("_k"), text.alias("_v"),
                        parsed.alias("_p"), *[F.col(c) for c in METADATA.values()])
+    # the reason once per row: the condition and the dead letter's text both read it
     frame = frame.select("*", _reason(struct, tombstone is not None, key).alias("_why"))
     reason = F.col("_why")
     columns = [_field(f, key) for f in struct.fields]
@@ -112,7 +120,7 @@ def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str 
     if tombstone is not None:
         columns.append(F.col("_v").isNull().alias(tombstone))
     columns += [F.col(METADATA[m]).alias(f"kafka_{m}") for m in metadata]
-    corrupt = F.when(reason.isNotNull(), _letter(reason)).cast(StringType())
+    corrupt = F.when(reason.isNotNull(), _letter(reason))
     return frame.select(*columns, corrupt.alias(CORRUPT_COLUMN))
 
 
