@@ -99,6 +99,32 @@ def test_fraud_on_spark(runs):
     assert [v for v, _ in tracker.switches()] == [3, 6]
 
 
+def test_fraud_on_spark_fills_the_update_to_effect_latency(runs):
+    """The fraud app runs on the streamed path (its driver applies the rules once): the workers
+    that run the transactions after an update measure its latency, which reaches the progress
+    log and the Prometheus gauge, in seconds, not the ~1.8e9 s of rules without event times."""
+    import json
+    import time
+    from pathlib import Path
+
+    from sparkcast.monitoring.prometheus import exposition
+
+    tracker, progress = runs["fraud"]
+    log, deadline = Path(tracker.path) / "_sparkcast_progress.jsonl", time.time() + 30
+    while True:  # the listener writes the log from Spark's listener bus, a little later
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        if len(records) >= len(progress.batches) or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    latencies = [op["effect_latency_ms"] for r in records for op in r["operators"].values()
+                 if op["effect_latency_ms"] is not None]
+    assert latencies and all(0 <= ms < 600_000 for ms in latencies), latencies
+    scraped = [float(line.rsplit(" ", 1)[1]) for line in exposition().decode().splitlines()
+               if line.startswith("sparkcast_update_effect_latency_seconds{")
+               and 'query="sparkcast_fraud"' in line]
+    assert scraped and all(0 <= seconds < 600 for seconds in scraped), scraped
+
+
 def test_model_serving_on_spark(runs):
     tracker, progress = runs["models"]
     assert tracker.counts["main"] == 160 and tracker.counts.get("dead_letters", 0) == 0

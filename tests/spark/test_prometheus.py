@@ -118,14 +118,14 @@ def test_sparkcast_view_of_the_output_folder_and_of_the_endpoint(scrape, capsys)
     assert "\x1b" not in text  # not a terminal: no ANSI codes
     lines = text.splitlines()
     assert sum(line.startswith("sparkcast: query prom_q micro-batch") for line in lines) >= 2
-    assert f"operator {op}: events main 70 + broadcast 4" in text
+    assert f"operator {op}: events main 70 + broadcast 2 (counted once)" in text
     # each subtask's version is attributed to the micro-batch that applied the last update
     applied = [line for line in lines if "applied in micro-batch" in line]
     assert len(applied) == 2 and all("#1" in line for line in applied), applied
     header = next(i for i, line in enumerate(lines) if line.split() == ["batch", "id", "version"])
     assert lines[header - 1].strip() == "main" and lines[header + 1].split()[2] in {"1", "2"}
     assert main(["view", "--url", metrics_url(), "--once", "--query", "prom_q"]) == 0
-    assert f"operator {op}: events main 70 + broadcast 4" in capsys.readouterr().out
+    assert f"operator {op}: events main 70 + broadcast 2 (counted once)" in capsys.readouterr().out
 
 
 def test_sparkcast_report_writes_one_html_with_the_pictures(scrape, tmp_path, capsys):

@@ -23,6 +23,22 @@ from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, Metri
 
 #: quantile points a histogram ships per micro-batch (0, 5, ..., 100 %)
 QUANTILE_POINTS = tuple(i / 20 for i in range(21))
+#: 2000-01-01 in epoch milliseconds: an earlier event time is on another scale (a version, a
+#: count, epoch seconds), not a wall-clock time to measure a latency from
+WALL_CLOCK_FROM_MS = 946_684_800_000
+#: how far ahead of this clock an event time may be and still count as wall-clock milliseconds
+#: (clock skew); further ahead it is on another scale (epoch microseconds)
+WALL_CLOCK_AHEAD_MS = 60_000
+
+
+def made_at(event_time: int | None, now_ms: int) -> int:
+    """When a broadcast update was made, for the update-to-effect latency: its event time when
+    that is a wall-clock time in epoch milliseconds, else ``now_ms`` (its arrival), so event
+    times on another scale never give a nonsense latency."""
+    if event_time is None or not (WALL_CLOCK_FROM_MS <= event_time
+                                  <= now_ms + WALL_CLOCK_AHEAD_MS):
+        return now_ms
+    return int(event_time)
 
 
 class SubtaskMeter:
@@ -53,10 +69,21 @@ class SubtaskMeter:
                 self._baseline[name] = position
         self._started = time.perf_counter()
 
-    def broadcast_applied_at(self, made_at: int | None) -> None:
+    def broadcast_applied_at(self, event_time: int | None) -> None:
+        """A broadcast element was applied; its update takes effect with the next main element."""
         self.broadcast_applied += 1
-        if self.pending_since is None and made_at is not None:
-            self.pending_since = made_at
+        self.awaiting_effect(made_at(event_time, int(time.time() * 1000)))
+
+    def awaiting_effect(self, since: int | None) -> None:
+        """An update made at ``since`` (epoch ms) waits for the next main element; the streamed
+        paths' workers hear it from the driver, which applied it (the oldest one counts)."""
+        if self.pending_since is None and since is not None:
+            self.pending_since = since
+
+    def take_pending(self) -> int | None:
+        """The oldest update still waiting, no longer waiting here (the driver hands it on)."""
+        since, self.pending_since = self.pending_since, None
+        return since
 
     def main_started(self) -> None:
         """Main elements are about to see the broadcast state: an update takes effect now."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -196,8 +195,7 @@ class SubtaskEngine:
         content = fingerprint or codec.fingerprint(value)
         chain = f"{self.broadcast_version}|{content}|{timestamp}".encode()
         self.broadcast_version = hashlib.blake2b(chain, digest_size=12).hexdigest()
-        self.meter.broadcast_applied_at(timestamp if timestamp is not None
-                                        else int(time.time() * 1000))
+        self.meter.broadcast_applied_at(timestamp)
         ctx = self.contexts.get("broadcast")
         try:
             self.collector.invoke("process_broadcast_element",

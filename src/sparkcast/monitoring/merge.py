@@ -1,9 +1,12 @@
 """Merge the subtasks' reports of one micro-batch (``core/batch_metrics.py``) into one picture.
 
-Each kind of metric merges as it must: counts are summed, gauges stay per subtask (the last
-value each reported), histograms sum their counts and sums, take the min of mins and max of
-maxes, and merge percentiles from every subtask's 21 quantile points weighted by its count
-(exact to 5 % steps for one subtask, an approximation across several).
+Each kind of metric merges as it must: counts are summed (so ``events_broadcast`` and
+``broadcast_applied`` count an element once per subtask that received or applied it;
+``broadcast_elements`` counts the batch's broadcast elements once: the most any subtask
+received), gauges stay per subtask (the last value each reported), histograms sum their counts
+and sums, take the min of mins and max of maxes, and merge percentiles from every subtask's 21
+quantile points weighted by its count (exact to 5 % steps for one subtask, an approximation
+across several).
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ PERCENTILES = (0.5, 0.95, 0.99)
 def merge_reports(reports: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """One micro-batch of one operator: totals, per-subtask state, user metrics."""
     merged: dict[str, Any] = {name: 0 for name in SUMMED}
-    merged.update(effect_latency_ms=None, outputs={}, dead_letters_by_callback={}, keyed={},
+    merged.update(broadcast_elements=0, effect_latency_ms=None, outputs={},
+                  dead_letters_by_callback={}, keyed={},
                   subtasks={}, user={"counters": {}, "gauges": {}, "histograms": {}})
     points: dict[str, list[tuple[float, float]]] = {}
     for report in reports:
         for name in SUMMED:
             merged[name] += report.get(name) or 0
+        # every subtask receives every broadcast element: the most any received, counted once
+        merged["broadcast_elements"] = max(merged["broadcast_elements"],
+                                           report.get("events_broadcast") or 0)
         latency = report.get("effect_latency_ms")
         if latency is not None:
             merged["effect_latency_ms"] = max(latency, merged["effect_latency_ms"] or 0)

@@ -55,6 +55,7 @@ def batch_record(progress: Any) -> dict[str, Any]:
         merged.update({key: row.get(key) for key in OBSERVED})
         once = row.get(APPLIED_ONCE) or 0
         merged["events_broadcast"] += once
+        merged["broadcast_elements"] += once
         merged["broadcast_applied"] += once
         operators[name] = merged
     return {

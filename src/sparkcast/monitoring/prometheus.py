@@ -63,14 +63,18 @@ class Families:
                               "duration of the last micro-batch", labels=q),
             "rate": gauge("sparkcast_processed_rows_per_second",
                           "rows per second in the last micro-batch", labels=q),
-            "events": counter("sparkcast_events", "elements into the operator, per side",
+            "events": counter("sparkcast_events", "elements into the operator, per side (a "
+                              "broadcast element once per subtask that received it)",
                               labels=[*op, "side"]),
+            "broadcast": counter("sparkcast_broadcast_elements", "broadcast elements, each "
+                                 "counted once", labels=op),
             "outputs": counter("sparkcast_outputs", "rows out, per output (main, side outputs, "
                                "dead_letters, hold_overflow)", labels=[*op, "output"]),
             "letters": counter("sparkcast_dead_letters", "dead letters, per callback",
                                labels=[*op, "callback"]),
-            "applied": counter("sparkcast_broadcast_applied",
-                               "broadcast elements applied (summed over subtasks)", labels=op),
+            "applied": counter("sparkcast_broadcast_applied", "broadcast elements applied, "
+                               "summed over the subtasks (or the driver) that applied them",
+                               labels=op),
             "timers": counter("sparkcast_timers_fired", "timers fired", labels=op),
             "callback": counter("sparkcast_callback_seconds",
                                 "time in the engine running user callbacks", labels=op),
@@ -120,6 +124,7 @@ class Families:
             f["outputs"].add_metric([*op, output], count)
         for callback in sorted({*CALLBACKS, *t.dead_letters}):  # zeros too, as counters should
             f["letters"].add_metric([*op, callback], t.dead_letters.get(callback, 0))
+        f["broadcast"].add_metric(op, t.counts.get("broadcast_elements", 0))
         f["applied"].add_metric(op, t.counts["broadcast_applied"])
         f["timers"].add_metric(op, t.counts["timers_fired"])
         f["callback"].add_metric(op, t.counts["callback_ms"] / 1000)

@@ -53,7 +53,9 @@ def _summary(state: QueryState) -> str:
     rows = [("micro-batches", state.batches), ("rows in", state.input_rows)]
     for name, t in state.operators.items():
         rows += [(f"{name} events main", int(t.counts["events_main"])),
-                 (f"{name} broadcast applied", int(t.counts["broadcast_applied"])),
+                 (f"{name} broadcast (counted once)", int(t.counts.get("broadcast_elements", 0))),
+                 (f"{name} broadcast applied (summed over subtasks)",
+                  int(t.counts["broadcast_applied"])),
                  *((f"{name} out {o}", n) for o, n in sorted(t.outputs.items())),
                  (f"{name} dead letters", sum(t.dead_letters.values()))]
     cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)

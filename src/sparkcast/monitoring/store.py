@@ -38,7 +38,7 @@ class OperatorTotals:
     version_changes: list[tuple[int | None, str, str]] = field(default_factory=list)
 
     def add(self, merged: dict[str, Any]) -> None:
-        for name in SUMMED:
+        for name in (*SUMMED, "broadcast_elements"):
             self.counts[name] = self.counts.get(name, 0) + (merged.get(name) or 0)
         _add(self.outputs, merged.get("outputs") or {})
         _add(self.dead_letters, merged.get("dead_letters_by_callback") or {})

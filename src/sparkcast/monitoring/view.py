@@ -39,7 +39,8 @@ def batch_line(record: dict[str, Any]) -> str:
     for name, op in record["operators"].items():
         outputs = ", ".join(f"{k} {v}" for k, v in sorted(op["outputs"].items())) or "none"
         versions = sorted({str(s["version"])[:8] for s in op["subtasks"].values()})
-        parts.append(f"{name}: events {op['events_main']} + broadcast {op['events_broadcast']}, "
+        parts.append(f"{name}: events {op['events_main']} + broadcast "
+                     f"{op.get('broadcast_elements', 0)} (counted once), "
                      f"outputs {outputs}, dead letters {op.get('dead_letters') or 0}, "
                      f"versions {'/'.join(versions) or '-'}")
     return (f"sparkcast: query {record['query']} micro-batch {record['batch']}: "
@@ -86,9 +87,10 @@ def operator_lines(name: str, t: OperatorTotals, style: Style) -> list[str]:
     colour = style.red if letters else style.green
     latency = ("-" if t.effect_latency_ms is None else f"{t.effect_latency_ms:.0f} ms")
     lines = ["", f"{style.bold}operator {name}{style.reset}: events main {c['events_main']:.0f}"
-                 f" + broadcast {c['events_broadcast']:.0f}   broadcast applied "
-                 f"{c['broadcast_applied']:.0f}   timers {c['timers_fired']:.0f}   "
-                 f"in callbacks {c['callback_ms'] / 1000:.1f} s",
+                 f" + broadcast {c.get('broadcast_elements', 0):.0f} (counted once)   "
+                 f"timers {c['timers_fired']:.0f}   in callbacks {c['callback_ms'] / 1000:.1f} s",
+             f"broadcast applied {c['broadcast_applied']:.0f} times (summed over the subtasks "
+             "that applied them)",
              f"outputs: {outputs}",
              f"{colour}dead letters {letters}{style.reset}"
              + "".join(f"  {k} {v}" for k, v in sorted(t.dead_letters.items()) if v)

@@ -107,7 +107,7 @@ class PartitionedOutputs(MicroBatchOutputs):
             plan.for_workers(), batch_id, snapshot, self.applier.base,
             elements if mode != NEVER else [], mode, self._encoded(outputs),
             (watermark, int(metadata.get("batchTimestampMs") or 0)),
-            (self.store_location, self.store_id), self.layout)
+            (self.store_location, self.store_id), self.layout, made_at=self.applier.made_at)
         corrupt = self._corrupt(batch) if self.corrupt else None
         return BatchParts(self._main(batch), runner, corrupt, [], len(elements))
 
@@ -183,7 +183,7 @@ class PartitionedRunner:
     def __init__(self, plan: RuntimePlan, batch: int, snapshot: str | None, base: str | None,
                  elements: list[BroadcastElement], mode: str,
                  emitted: dict[int, list[bytes]], clocks: tuple[int | None, int],
-                 store: tuple[str, str], layout: str) -> None:
+                 store: tuple[str, str], layout: str, *, made_at: int | None = None) -> None:
         self.plan = plan
         self.batch = batch
         self.snapshot = snapshot
@@ -194,6 +194,8 @@ class PartitionedRunner:
         self.watermark, self.processing_time = clocks
         self.store = store
         self.layout = layout
+        #: when the oldest update the driver applied was made (``BroadcastApplier.made_at``)
+        self.made_at = made_at
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         received = [b for b in batches if b.num_rows]
@@ -257,6 +259,8 @@ class PartitionedRunner:
             backend = StoreBackend(store, dict(base.tables), writable_broadcast=True)
             backend.store("broadcast_version", base.version)
             engine.bind(backend)
+        else:  # the driver applied the update: its effect is measured here
+            engine.meter.awaiting_effect(self.made_at)
         return applies
 
     @staticmethod

@@ -59,10 +59,13 @@ from sparkcast.spark.state.compatibility import differences, layout_of, refuse
 _BOUND: dict[tuple[str, int], str] = {}  # (pipeline, subtask) -> the snapshot its engine reads
 
 
-def streamed_runner(plan: RuntimePlan, snapshot: str | None) -> StatelessRunner:
+def streamed_runner(plan: RuntimePlan, snapshot: str | None, made_at: int | None = None
+                    ) -> StatelessRunner:
     """What the streamed path ships to the workers for one micro-batch: the stateless path's
-    runner, bound to the batch's broadcast ``snapshot`` file (None: empty state)."""
-    return StatelessRunner(plan.for_workers(), SnapshotBinder(snapshot, plan.blob_store))
+    runner, bound to the batch's broadcast ``snapshot`` file (None: empty state); ``made_at``:
+    when the oldest update the snapshot applied was made (for the update-to-effect latency)."""
+    return StatelessRunner(plan.for_workers(),
+                           SnapshotBinder(snapshot, plan.blob_store, made_at))
 
 
 class MicroBatchOutputs:
@@ -107,7 +110,7 @@ class MicroBatchOutputs:
         if self.corrupt:
             bad = batch.filter(side == CORRUPT_SIDE).select(RAW, ERROR)
             corrupt = corrupt_letters(bad, self.plan.output_schema, batch.schema[TS].dataType)
-        return BatchParts(main, streamed_runner(self.plan, file), corrupt,
+        return BatchParts(main, streamed_runner(self.plan, file, self.applier.made_at), corrupt,
                           self._broadcast_outputs(outputs), len(elements))
 
     def output_type(self, batch: DataFrame) -> StructType:
@@ -162,6 +165,9 @@ class BroadcastApplier:
         self.others: dict[int, SubtaskEngine] = {}
         #: the snapshot file the last batch's elements were applied to (None: empty state)
         self.base: str | None = None
+        #: when the oldest update the last batch applied was made (epoch ms; None: no update):
+        #: the workers' engines measure its update-to-effect latency, as they did not apply it
+        self.made_at: int | None = None
 
     def apply(self, batch: int, elements: list[BroadcastElement]
               ) -> tuple[str | None, list[list[OutputRecord]]]:
@@ -173,6 +179,7 @@ class BroadcastApplier:
             snapshots.delete(self.location, stale)
         earlier = [b for b in known if b < batch]
         base = self.base = snapshots.name(self.location, earlier[-1]) if earlier else None
+        self.made_at = None
         if not elements:
             if base is not None:
                 self._check(snapshots.read(base, self.plan.blob_store, self.engine.types))
@@ -181,6 +188,7 @@ class BroadcastApplier:
                                                                     self.engine.types)
         self._check(state)
         backend = self._run(self.engine, state, elements)
+        self.made_at = self.engine.meter.take_pending()
         tables = {name: dict(table) for name, table in backend.broadcast.items()}
         snapshot = snapshots.Snapshot(self.layout, self.engine.broadcast_version, tables)
         snapshots.write(self.location, batch, snapshot, self.plan.blob_store, self.engine.types)
@@ -191,6 +199,7 @@ class BroadcastApplier:
             for subtask in range(1, self.plan.parallelism):
                 engine = self._other(subtask)
                 self._run(engine, state, elements)
+                engine.meter.take_pending()  # measured by the workers, as the first engine's
                 outputs.append(engine.take_outputs())
         return snapshots.name(self.location, batch), outputs
 
@@ -221,11 +230,13 @@ class BroadcastApplier:
 
 class SnapshotBinder:
     """Shipped with the main side's runner: binds a worker's engine to the batch's snapshot
-    (decoded once per worker and shared by its subtasks: the main side only reads it)."""
+    (decoded once per worker and shared by its subtasks: the main side only reads it); on a new
+    snapshot the engine waits for the effect of the update made at ``made_at``."""
 
-    def __init__(self, file: str | None, blob_store: str) -> None:
+    def __init__(self, file: str | None, blob_store: str, made_at: int | None = None) -> None:
         self.file = file
         self.blob_store = blob_store
+        self.made_at = made_at
 
     def __call__(self, engine: SubtaskEngine, pipeline_id: str, subtask: int) -> None:
         key = (pipeline_id, subtask)
@@ -238,4 +249,5 @@ class SnapshotBinder:
         backend.broadcast.update(state.tables)
         backend.store("broadcast_version", state.version)
         engine.bind(backend)
+        engine.meter.awaiting_effect(self.made_at)
         _BOUND[key] = wanted
