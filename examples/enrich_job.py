@@ -31,6 +31,7 @@ CATALOGUE = MapStateDescriptor("catalogue", str, dict)
 CLICKS = ValueStateDescriptor("clicks", int)
 UNKNOWN = OutputTag("unknown", "user string, click long, product string")
 CLICKS_SCHEMA = "click long, user string, product string, ts long"
+MALFORMED = "_corrupt_record string"  # a line that does not parse: a dead letter, not nulls
 PRODUCTS_SCHEMA = "product string, name string, price double, version long, ts long"
 OUTPUT_SCHEMA = "user string, click long, name string, price double, nth long"
 
@@ -84,8 +85,8 @@ def pipeline(spark: Any) -> Any:
     data = data_folder()
     if "://" not in data and not Path(data).exists():
         write_sample(Path(data))
-    clicks = spark.readStream.schema(CLICKS_SCHEMA).json(f"{data}/clicks")
-    products = spark.readStream.schema(PRODUCTS_SCHEMA).json(f"{data}/products")
+    clicks = spark.readStream.schema(f"{CLICKS_SCHEMA}, {MALFORMED}").json(f"{data}/clicks")
+    products = spark.readStream.schema(f"{PRODUCTS_SCHEMA}, {MALFORMED}").json(f"{data}/products")
     return (Stream(clicks).key_by("user")
             .connect(Stream(products).broadcast(CATALOGUE, order_by="version"))
             .process(EnrichClicks(), output_schema=OUTPUT_SCHEMA, side_outputs=[UNKNOWN],

@@ -74,11 +74,13 @@ from sparkcast.spark import ProcessResult, Stream
 from {name}.functions import OUTPUT_SCHEMA, ORDERS_SCHEMA, PRICES, PRICES_SCHEMA, PriceOrders
 
 DATA = os.environ.get("{upper}_DATA", "data")
+# a line that does not parse becomes a dead letter with the raw line, not a row of nulls
+MALFORMED = "_corrupt_record string"
 
 
 def pipeline(spark: Any) -> ProcessResult:
-    orders = spark.readStream.schema(ORDERS_SCHEMA).json(f"{{DATA}}/orders")
-    prices = spark.readStream.schema(PRICES_SCHEMA).json(f"{{DATA}}/prices")
+    orders = spark.readStream.schema(f"{{ORDERS_SCHEMA}}, {{MALFORMED}}").json(f"{{DATA}}/orders")
+    prices = spark.readStream.schema(f"{{PRICES_SCHEMA}}, {{MALFORMED}}").json(f"{{DATA}}/prices")
     return (Stream(orders)
             .connect(Stream(prices).broadcast(PRICES, order_by="version"))
             .process(PriceOrders(), output_schema=OUTPUT_SCHEMA, parallelism=2))
