@@ -75,6 +75,11 @@ def session(
                 **{k: str(v) for k, v in (conf or {}).items()}}
     spark = (_connect(remote, app_name, settings) if remote is not None
              else _classic(master, app_name, settings, quiet))
+    # the streams manager registers Spark's state store coordinator, which RocksDB state reports
+    # to: a batch frame's operator (transformWithState) in a session that started no stream yet
+    # fails without it ("Cannot find endpoint: StateStoreCoordinator"); on Spark Connect only a
+    # call reaches the server's session
+    _ = spark.streams.active
     if metrics_port is not None:
         serve_metrics(spark, metrics_port, metrics_host)
     return spark
@@ -96,12 +101,7 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) 
         builder = builder.config(key, value)
     if quiet and launched and SparkSession.getActiveSession() is None:
         start_filtered_context(master, app_name, settings)
-    spark = builder.getOrCreate()
-    # the streams manager registers Spark's state store coordinator, which RocksDB state reports
-    # to: a batch frame's operator (transformWithState) in a session that started no stream yet
-    # fails without it ("Cannot find endpoint: StateStoreCoordinator")
-    _ = spark.streams
-    return spark
+    return builder.getOrCreate()
 
 
 def _connect(remote: str, app_name: str, settings: dict[str, Any]) -> Any:
