@@ -19,7 +19,8 @@ Latency (a keyed counter whose outputs carry the broadcast version they used, ``
 events produced at ``rate``/s to the events topic, one version record every ``interval`` s to a
 topic with ``LogAppendTime``): from the version record's append time to the moment a
 ``read_committed`` consumer of the decisions topic (``sinks.kafka``) first reads a decision that
-carries it.
+carries it or a later version, measured once the query has caught up with the backlog of its
+start (its micro-batches hold under two seconds of events).
 
 ``--write`` replaces the Kafka section of docs/benchmarks.md with the run's table.
 """
@@ -200,6 +201,7 @@ def latency(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
     watcher.start()
     try:
         time.sleep(settings["warmup"])
+        _caught_up(query, settings["rate"])
         for version in range(1, settings["updates"] + 1):
             produce(broker, "lat-versions", [{"version": version}])
             time.sleep(settings["interval"])
@@ -209,6 +211,7 @@ def latency(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
     finally:
         stop.set()
         progress = [p.durationMs for p in query.recentProgress if p.numInputRows]
+        failed = None if query.isActive else str(query.exception()).splitlines()[0][:300]
         query.stop()
         feeder.join()
         watcher.join()
@@ -216,7 +219,7 @@ def latency(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
     delays = sorted(seen[v] - appended[v] for v in appended if v in seen)
     return {"updates": settings["updates"], "seen": len(delays),
             "p50_ms": _percentile(delays, 50), "p99_ms": _percentile(delays, 99),
-            "batch_ms": _median_durations(progress)}
+            "batch_ms": _median_durations(progress), "failed": failed}
 
 
 def _median_durations(progress: list[dict]) -> dict[str, float]:
@@ -225,6 +228,17 @@ def _median_durations(progress: list[dict]) -> dict[str, float]:
     phases = sorted({name for durations in progress for name in durations})
     return {name: _percentile(sorted(d.get(name, 0) for d in progress), 50) or 0.0
             for name in phases}
+
+
+def _caught_up(query, rate: int, timeout: float = 120.0) -> None:
+    """Wait until the query's micro-batches hold under two seconds of events: the backlog of
+    its start is behind it, so an update's latency is the steady state's."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        last = query.lastProgress
+        if last is not None and 0 < last["numInputRows"] < 2 * rate:
+            return
+        time.sleep(0.5)
 
 
 def _feed_events(broker: KafkaBroker, rate: int, stop: threading.Event) -> None:
@@ -257,8 +271,9 @@ def _watch(broker: KafkaBroker, seen: dict[int, float], stop: threading.Event) -
         message = consumer.poll(0.1)
         if message is None or message.error() is not None:
             continue
-        version = json.loads(message.value())["version"]
-        seen.setdefault(version, time.time() * 1000)
+        version, now = json.loads(message.value())["version"], time.time() * 1000
+        for reflected in range(1, version + 1):  # a later version reflects the earlier ones
+            seen.setdefault(reflected, now)
     consumer.close()
 
 
@@ -329,6 +344,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mode", choices=MODES, default="quick")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--latency-only", action="store_true",
+                        help="measure the update latency alone (no throughput, no --write)")
+    parser.add_argument("--rate", type=int, help="events/s of the latency run (default 20,000)")
     args = parser.parse_args()
     from sparkcast.spark import session
     from sparkcast.spark.launch.jars import with_spark_jars
@@ -336,6 +354,12 @@ def main() -> None:
     spark = session("local[2]", "sparkcast-kafka-bench",
                     conf=with_spark_jars({"spark.sql.shuffle.partitions": "2"}))
     with KafkaBroker(heap="1g") as broker, tempfile.TemporaryDirectory() as scratch:
+        if args.rate:
+            MODES[args.mode]["latency"]["rate"] = args.rate
+        if args.latency_only:
+            print(json.dumps(latency(spark, broker, MODES[args.mode], Path(scratch))))
+            spark.stop()
+            return
         print("throughput", flush=True)
         rates = throughput(spark, broker, MODES[args.mode], Path(scratch))
         print("latency", flush=True)
