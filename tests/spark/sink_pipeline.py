@@ -99,8 +99,22 @@ def build(spark: Any, base: Path, kind: str) -> Any:
     result = events.connect(Stream(factors).broadcast(FACTORS)).process(
         function, OUTPUT, parallelism=3, side_outputs=[BIG],
         engine="operator" if kind == "operator" else "auto")
-    assert result.plan.path == kind, result.plan.path
+    assert result.explain().path == kind
     return result
+
+
+def run_to_end(result: Any, base: Path, chosen: dict[Any, Any]) -> Any:
+    """``write_stream(sinks=chosen)`` over ``base/checkpoint`` until the input present now is
+    written; a failing sink's test reads the error from ``query.exception()``."""
+    from pyspark.errors import StreamingQueryException
+
+    query = result.write_stream(checkpoint_location=str(base / "checkpoint"), sinks=chosen,
+                                trigger={"availableNow": True})
+    try:
+        query.awaitTermination()
+    except StreamingQueryException:
+        pass
+    return query
 
 
 def expected(kind: str, batches: int = len(EVENTS)) -> dict[str, Counter]:

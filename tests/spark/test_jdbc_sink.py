@@ -15,7 +15,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from pyspark.errors import StreamingQueryException
 
 from sparkcast import sinks
 from sparkcast.errors import PipelineError, SinkError
@@ -39,27 +38,17 @@ def _table_rows(db, name):
     return Counter(tuple(r) for r in db.query(f"SELECT id, scaled FROM {table}"))
 
 
-def _run(result, base, sinks_):
-    query = result.write_stream(checkpoint_location=str(base / "checkpoint"), sinks=sinks_,
-                                trigger={"availableNow": True})
-    try:
-        query.awaitTermination()
-    except StreamingQueryException:
-        pass  # the failing sink's test reads it from query.exception()
-    return query
-
-
 @pytest.mark.parametrize("kind", pipeline.KINDS)
 def test_every_output_into_its_table_exactly_once_across_a_restart(spark, tmp_path, postgres,
                                                                    kind):
     _create_tables(postgres)
     chosen = pipeline.jdbc_sinks(postgres.jdbc_url, postgres.jdbc_properties)
     pipeline.write_inputs(tmp_path, [0, 1])
-    _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
     assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(kind, 2)
 
     pipeline.write_inputs(tmp_path, [2, 3])
-    query = _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
     assert query.exception() is None
     assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(kind)
     for table in pipeline.TABLES.values():  # nothing left staged
@@ -102,7 +91,7 @@ def test_create_table_makes_each_missing_table_with_sparks_jdbc_types(spark, tmp
                                create_table=True)
               for name, table in pipeline.TABLES.items()}
     pipeline.write_inputs(tmp_path, [0, 1])
-    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
     assert query.exception() is None
     assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(
         "streamed", 2)
@@ -120,7 +109,7 @@ def test_create_table_makes_each_missing_table_with_sparks_jdbc_types(spark, tmp
     assert postgres.query("SELECT count(*) FROM sparkcast_ledger") == [(2,)]
     # a restart finds them: nothing created twice, nothing lost
     pipeline.write_inputs(tmp_path, [2, 3])
-    assert _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen
+    assert pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen
                 ).exception() is None
     assert {n: _table_rows(postgres, n) for n in pipeline.TABLES} == pipeline.expected(
         "streamed")
@@ -136,7 +125,7 @@ def test_a_failing_sink_fails_the_query_and_a_restart_writes_the_batch_once(
     url, props = postgres.jdbc_url, postgres.jdbc_properties
     chosen = {"main": sinks.jdbc(url, "scaled", props), "big": sinks.jdbc(url, "big", props)}
     pipeline.write_inputs(tmp_path)
-    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
     assert "outputs ['main', 'big'], sink jdbc(" in str(query.exception())
     assert "small" in str(query.exception())  # the database's reason
     before = pipeline.expected("streamed", 2)
@@ -148,7 +137,8 @@ def test_a_failing_sink_fails_the_query_and_a_restart_writes_the_batch_once(
     assert written == before["dead_letters"]
 
     postgres.execute("ALTER TABLE big DROP CONSTRAINT small")
-    assert _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen).exception() is None
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    assert query.exception() is None
     want = pipeline.expected("streamed")
     assert _table_rows(postgres, "main") == want["main"]
     assert _table_rows(postgres, "big") == want["big"]
@@ -174,7 +164,7 @@ def test_table_and_own_sinks_beside_a_jdbc_sink(spark, tmp_path, postgres):
               "big": sinks.table(format="parquet", options={"path": str(tmp_path / "big")}),
               "dead_letters": own}
     pipeline.write_inputs(tmp_path)
-    assert _run(pipeline.build(spark, tmp_path, "operator"), tmp_path, chosen
+    assert pipeline.run_to_end(pipeline.build(spark, tmp_path, "operator"), tmp_path, chosen
                 ).exception() is None
     want = pipeline.expected("operator")
     assert _table_rows(postgres, "main") == want["main"]

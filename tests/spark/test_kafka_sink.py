@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from pyspark.errors import StreamingQueryException
 
 from sparkcast import sinks
 from sparkcast.errors import SinkError
@@ -48,16 +47,6 @@ def _rows(broker, topics, committed=True):
     return found
 
 
-def _run(result, base, chosen):
-    query = result.write_stream(checkpoint_location=str(base / "checkpoint"), sinks=chosen,
-                                trigger={"availableNow": True})
-    try:
-        query.awaitTermination()
-    except StreamingQueryException:
-        pass  # a failing sink's test reads it from query.exception()
-    return query
-
-
 def _forget_last_commit(base: Path) -> int:
     """Drop Spark's commit of the last batch: the restart replays a batch Kafka committed, as
     after a kill between the two commits."""
@@ -74,12 +63,12 @@ def test_every_output_once_across_a_replay_of_a_committed_batch(spark, tmp_path,
     topics = _topics(kafka_broker, f"replay-{kind}")
     chosen = _kafka_sinks(kafka_broker, topics)
     pipeline.write_inputs(tmp_path, [0, 1])
-    _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
     assert _rows(kafka_broker, topics) == pipeline.expected(kind, 2)
 
     replayed = _forget_last_commit(tmp_path)
     pipeline.write_inputs(tmp_path, [2, 3])
-    query = _run(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, kind), tmp_path, chosen)
     assert query.exception() is None
     assert replayed == 1
     assert _rows(kafka_broker, topics) == pipeline.expected(kind)
@@ -101,9 +90,9 @@ def test_one_keys_records_keep_their_order_in_one_partition(spark, tmp_path, kaf
     rules = read_stream(spark, counter.RULES_SCHEMA, tmp_path / "rules")
     result = Stream(main).key_by("k").connect(Stream(rules).broadcast(counter.RULES)).process(
         counter.Ledger(), counter.OUTPUT, parallelism=3, event_time="ts")
-    _run(result, tmp_path, {"main": sinks.kafka(kafka_broker.bootstrap, "ordered", key="k",
-                                                parallelism=3),
-                            "dead_letters": sinks.files(str(tmp_path / "letters"))})
+    chosen = {"main": sinks.kafka(kafka_broker.bootstrap, "ordered", key="k", parallelism=3),
+              "dead_letters": sinks.files(str(tmp_path / "letters"))}
+    pipeline.run_to_end(result, tmp_path, chosen)
     records = kafka_broker.read("ordered")
     counts: dict[str, list[int]] = {}
     partitions: dict[str, set[int]] = {}
@@ -132,7 +121,7 @@ def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, 
         zombie.produce(topics["main"], value=json.dumps({"id": -i, "scaled": -1.0}))
     zombie.flush(30)
     pipeline.write_inputs(tmp_path)
-    query = _run(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
     assert query.exception() is None
     assert _rows(kafka_broker, topics) == pipeline.expected("partitioned")
     everything = [json.loads(r.value)["id"] for r in kafka_broker.read(topics["main"], False)]
@@ -183,10 +172,10 @@ def test_kafka_delta_files_and_a_users_sink_in_one_query(spark, tmp_path, kafka_
               "big": sinks.delta(str(tmp_path / "big-delta")),
               "dead_letters": sinks.files(str(tmp_path / "letters"))}
     pipeline.write_inputs(tmp_path, [0, 1, 2])
-    _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, chosen)
     _forget_last_commit(tmp_path)
     pipeline.write_inputs(tmp_path, [3])
-    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
                  {**chosen, "dead_letters": Counting()})
     assert query.exception() is None
     want = pipeline.expected("streamed")
@@ -203,10 +192,10 @@ def test_delta_skips_a_replayed_batch_it_committed(spark, tmp_path):
     ``txnAppId``/``txnVersion``, and Delta writes it once."""
     pipeline.write_inputs(tmp_path, [0, 1])
     chosen = {name: sinks.delta(str(tmp_path / f"delta-{name}")) for name in pipeline.TABLES}
-    _run(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
     _forget_last_commit(tmp_path)
     pipeline.write_inputs(tmp_path, [2])
-    _run(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
     want = pipeline.expected("partitioned", 3)
     main = spark.read.format("delta").load(str(tmp_path / "delta-main")).collect()
     assert Counter(tuple(r) for r in main) == want["main"]
@@ -247,10 +236,10 @@ def test_a_secret_in_the_options_never_shows_in_an_error(spark, tmp_path, kafka_
 def test_a_checkpoint_keeps_its_parallelism(spark, tmp_path, kafka_broker):
     topics = _topics(kafka_broker, "parts")
     pipeline.write_inputs(tmp_path, [0])
-    _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
          _kafka_sinks(kafka_broker, topics))
     pipeline.write_inputs(tmp_path, [1])
-    query = _run(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
         output: sinks.kafka(kafka_broker.bootstrap, topic, parallelism=2)
         for output, topic in topics.items()})
     assert "keep the parallelism the checkpoint started with" in str(query.exception())
