@@ -5,29 +5,18 @@ topics exactly once and counted by a ``read_committed`` consumer."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from sparkcast.cli import main
-
-SRC = Path(__file__).resolve().parents[2] / "src"
+from tests.apps.fraud_demo import run_fraud_demo
 
 
 @pytest.mark.spark
 def test_the_kafka_demo_runs_end_to_end(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    done = subprocess.run(
-        [sys.executable, "-m", "sparkcast.cli", "demo", "fraud", "--kafka", "--scale", "1",
-         "--step-seconds", "0.5", "--parallelism", "2", "--timeout", "900",
-         "--workdir", str(tmp_path / "work")],
-        capture_output=True, text=True, timeout=1200, env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    out = done.stdout
+    out = run_fraud_demo("kafka", tmp_path / "work")
     assert "OK: 800 transactions, each decided exactly once" in out
     assert "rules versions [3, 6]" in out  # before and after the produced update
     assert "rejected rule broken" in out

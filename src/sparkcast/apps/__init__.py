@@ -10,6 +10,9 @@
 ====================  ======================================================================
 
 The modules import without pyspark; the Spark wiring is :mod:`sparkcast.apps.wiring`.
+:mod:`~sparkcast.apps.fraud_postgres` and :mod:`~sparkcast.apps.fraud_kafka` run the fraud demo
+on a throwaway PostgreSQL and a throwaway Kafka broker (``sparkcast demo fraud --postgres`` /
+``--kafka``), fed and reported the same way (:mod:`~sparkcast.apps.feeding`).
 
 >>> from sparkcast.apps import get_app
 >>> app = get_app("fraud")

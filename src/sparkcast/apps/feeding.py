@@ -59,6 +59,18 @@ class Feeder:
                 written += len(drop.rows)
         self.done.set()
 
+    def drive(self, query: Any, expected: int, began: float, out: TextIO) -> Any:
+        """Feed on a thread of its own while the query runs, until ``expected`` transactions
+        are decided (or the query stops, or the timeout); stop both; the query's exception."""
+        self.start()
+        try:
+            wait_for(query, lambda: self.done.is_set() and self.decided() >= expected, began,
+                     self.timeout, out, lambda: f"{self.decided()}/{expected} transactions decided")
+        finally:
+            self.stop.set()
+            query.stop()
+        return query.exception()
+
     def _until(self, count: int) -> None:
         """Wait until ``count`` transactions are decided (or the timeout, or a stop)."""
         deadline = time.monotonic() + self.timeout

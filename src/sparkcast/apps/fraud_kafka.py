@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparkcast.apps.base import ARTIFACTS, BROADCAST, EVENTS, Drop
-from sparkcast.apps.feeding import DemoReport, Feeder, wait_for
+from sparkcast.apps.feeding import DemoReport, Feeder
 from sparkcast.apps.fraud import (
     APP,
     INITIAL_RULES,
@@ -131,16 +131,10 @@ def run_kafka_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.0,
         broker.produce(RULES_TOPIC, rule_records(INITIAL_RULES))
         spark = spark or spark_session(parallelism)
         query = start_query(spark, broker.bootstrap, root, parallelism=parallelism)
-        count = lambda: len(decisions(broker))  # noqa: E731
-        feeder = Feeder(drops, lambda drop: produce_transactions(broker, drop), count,
-                        lambda: produce_update(broker), step_seconds, timeout).start()
-        try:
-            wait_for(query, lambda: feeder.done.is_set() and count() >= expected, began,
-                     timeout, out, lambda: f"{count()}/{expected} transactions decided")
-        finally:
-            feeder.stop.set()
-            query.stop()
-        failure = query.exception()
+        feeder = Feeder(drops, lambda drop: produce_transactions(broker, drop),
+                        lambda: len(decisions(broker)), lambda: produce_update(broker),
+                        step_seconds, timeout)
+        failure = feeder.drive(query, expected, began, out)
         lines = summary(broker, expected, failure)
     ok = failure is None and lines[-1].startswith("OK")
     lines.append("Kafka broker stopped and removed")

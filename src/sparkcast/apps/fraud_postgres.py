@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sparkcast.apps.base import ARTIFACTS, BROADCAST, EVENTS, write_drop
-from sparkcast.apps.feeding import DemoReport, Feeder, wait_for
+from sparkcast.apps.feeding import DemoReport, Feeder
 from sparkcast.apps.fraud import (
     APP,
     INITIAL_RULES,
@@ -142,14 +142,8 @@ def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.
         query = start_query(spark, db, root / EVENTS, root / "checkpoint",
                             parallelism=parallelism)
         feeder = Feeder(drops, lambda drop: write_drop(root, drop), lambda: decided(db),
-                        lambda: update_rules(db), step_seconds, timeout).start()
-        try:
-            wait_for(query, lambda: decided(db) >= expected and feeder.done.is_set(), began,
-                  timeout, out, lambda: f"{decided(db)}/{expected} transactions decided")
-        finally:
-            feeder.stop.set()
-            query.stop()
-        failure = query.exception()
+                        lambda: update_rules(db), step_seconds, timeout)
+        failure = feeder.drive(query, expected, began, out)
         lines = summary(db, expected, failure)
     ok = failure is None and lines[-1].startswith("OK")
     lines.append("PostgreSQL stopped and removed")
