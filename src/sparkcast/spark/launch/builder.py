@@ -75,11 +75,6 @@ def session(
                 **{k: str(v) for k, v in (conf or {}).items()}}
     spark = (_connect(remote, app_name, settings) if remote is not None
              else _classic(master, app_name, settings, quiet))
-    # the streams manager registers Spark's state store coordinator, which RocksDB state reports
-    # to: a batch frame's operator (transformWithState) in a session that started no stream yet
-    # fails without it ("Cannot find endpoint: StateStoreCoordinator"); on Spark Connect only a
-    # call reaches the server's session
-    _ = spark.streams.active
     if metrics_port is not None:
         serve_metrics(spark, metrics_port, metrics_host)
     return spark

@@ -55,6 +55,11 @@ def operator_processor(plan: RuntimePlan) -> BroadcastProcessor:
 
 def _stateful(plan: RuntimePlan, output: StructType) -> DataFrame:
     assert plan.tagged_input is not None
+    # the streams manager registers Spark's state store coordinator, which RocksDB state reports
+    # to: the operator over a batch frame, in a session (any, the user's own too) that started
+    # no stream yet, fails without it ("Cannot find endpoint: StateStoreCoordinator"); a call,
+    # not an attribute, so that it reaches the server's session on Spark Connect
+    _ = plan.tagged_input.sparkSession.streams.active
     return plan.tagged_input.groupBy(SUBTASK).transformWithStateInPandas(
         statefulProcessor=operator_processor(plan), outputStructType=output, outputMode="Append",
         timeMode=plan.time_mode,
