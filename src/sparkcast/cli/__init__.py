@@ -2,7 +2,7 @@
 
 ::
 
-    sparkcast demo [APP]                   generate data while the query runs, then a summary
+    sparkcast demo [APP] [--postgres|--kafka]   data generated while the query runs, a summary
     sparkcast generate APP --out DIR       events/, broadcast/ (and artifacts/) as JSON lines
     sparkcast run APP --events DIR --broadcast DIR --output DIR --checkpoint DIR
                   [--master URL] [--archive ENV.tar.gz] [--conf KEY=VALUE ...]
