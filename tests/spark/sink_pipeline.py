@@ -22,6 +22,7 @@ from sparkcast import (
 )
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.spark.differential import read_stream, write_batch_file
+from tests.spark.kinds import kind_of
 
 FACTORS = MapStateDescriptor("factors", str, float)
 SEEN = ValueStateDescriptor("seen", int)
@@ -99,7 +100,7 @@ def build(spark: Any, base: Path, kind: str) -> Any:
     result = events.connect(Stream(factors).broadcast(FACTORS)).process(
         function, OUTPUT, parallelism=3, side_outputs=[BIG],
         engine="operator" if kind == "operator" else "auto")
-    assert result.explain().path == kind
+    assert kind_of(result) == kind
     return result
 
 
