@@ -148,8 +148,8 @@ def jdbc_sinks(url: str, properties: dict[str, str]) -> dict[str, Any]:
 
 
 def run(base: Path, kind: str, url: str, user: str) -> None:
-    from sparkcast.apps.postgres import jdbc_jar
     from sparkcast.spark import session
+    from sparkcast.testing.postgres import jdbc_jar
 
     spark = session("local[2]", "sparkcast-sink-faults",
                     conf={"spark.sql.shuffle.partitions": "2", "spark.jars": str(jdbc_jar())})
