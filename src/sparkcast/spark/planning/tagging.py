@@ -79,7 +79,7 @@ def clock(main: DataFrame) -> DataFrame:
     the optimizer cannot prune it, which would drop the watermark with the branch) costs a
     second scan of the main rows' columns it needs (none) and one tiny state commit per
     micro-batch; its one row (``CLOCK_SIDE``) is ignored. The query runs in ``update`` mode
-    (``streamed_writer.input_stream``): Spark refuses, in append mode, an aggregation whose
+    (``batch_driver.input_stream``): Spark refuses, in append mode, an aggregation whose
     keys hold no watermark."""
     return (main.where(F.rand(0) < -1.0).groupBy().count()
             .select(F.lit(CLOCK_SIDE).cast("byte").alias(SIDE)))
