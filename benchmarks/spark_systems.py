@@ -769,6 +769,7 @@ class Runner:
         self.sparkcast("W1", 20_000, "batch", streamed_broadcast=True)  # the stateful operator
         self.sparkcast("W3", 20_000, "element")
         self.sparkcast("W3", 20_000, "element", streamed_broadcast=True, output="noop")
+        self.streamed("W7", 100_000, "element", "micro_batch", 100_000)  # timers, event time
         self.foreachbatch("W1", 100_000)
         self.jvm_join("W1", 100_000)
         return {}
