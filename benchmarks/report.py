@@ -179,7 +179,7 @@ def plots(results: dict) -> list[str]:
                         label=f"sparkcast {name}")
         ax.set_xlabel("update written → first output with it (ms)")
         ax.set_ylabel("fraction of updates")
-        ax.set_title("W5 broadcast update latency at 20k events/s")
+        ax.set_title("W5, W7: broadcast update latency at 20k events/s")
         ax.axvline(2000, color="grey", linestyle="--", linewidth=1)
         ax.legend()
         fig.tight_layout()
@@ -378,7 +378,7 @@ def render(results: dict, made: list[str] | None = None) -> str:
         lines += ["![throughput](img/throughput.png)", ""]
     latency = results.get("latency", {})
     if latency:
-        lines += ["## W5: broadcast update latency", "",
+        lines += ["## W5, W7: broadcast update latency (W7: session timers)", "",
                   "| function form | updates seen | p50 (ms) | p99 (ms) | micro-batch median (ms) "
                   "| rows per micro-batch (median) |", "|---|---:|---:|---:|---:|---:|"]
         for name, e in latency.items():
