@@ -1051,6 +1051,7 @@ def serve() -> None:
             child.answer(result, out)
     if runner.postgres is not None:
         runner.postgres.stop()
+    shutil.rmtree(runner.tmp, ignore_errors=True)  # the jobs' checkpoints and outputs
 
 
 if __name__ == "__main__":
