@@ -24,18 +24,28 @@ ROOT = Path(os.environ.get("BENCH_DATA", Path(__file__).resolve().parent / ".dat
 DIM_KEYS = 1000
 USERS_W3 = 100_000
 N_RULES = 100
+# W7 (sessions with a timeout): event time runs at RATE_W7 events/s from T0_W7; users arrive in
+# bursts of BURST_W7 events, a random one of USERS_W7 each, so a user comes back every ~2.5 s
+# of event time on average and a 1 s timeout ends most sessions after one burst
+RATE_W7 = 20_000
+T0_W7 = 1_700_000_000_000
+USERS_W7 = 10_000
+BURST_W7 = 5
+TIMEOUT_W7 = 1_000
 
 EVENT_SCHEMAS = {
     "W1": "key int, amount double",
     "W2": "user int, amount double, country int, merchant int, hour int, device int",
     "W3": "user int, amount double",
     "W4": "user int, " + ", ".join(f"{f} double" for f in FEATURES),
+    "W7": "user int, ts long",
 }
 BROADCAST_SCHEMAS = {
     "W1": "key int, weight double",
     "W2": ", ".join(f"{f} {'double' if f == 'min_amount' else 'int'}" for f in RULE_FIELDS),
     "W3": "name string, value long",
     "W4": "name string, bias double, weights array<double>",
+    "W7": "version long, written_ms long, timeout long, ts long",
 }
 
 
@@ -61,6 +71,11 @@ def _events_chunk(workload: str, index: int, rows: int) -> pd.DataFrame:
                              columns=list(FEATURES))
         frame.insert(0, "user", rng.integers(0, 1_000_000, rows, dtype=np.int32))
         return frame
+    if workload == "W7":
+        first = index * CHUNK  # event time continues across chunks
+        users = rng.integers(0, USERS_W7, -(-rows // BURST_W7), dtype=np.int32)
+        return pd.DataFrame({"user": np.repeat(users, BURST_W7)[:rows],
+                             "ts": T0_W7 + (first + np.arange(rows)) * 1000 // RATE_W7})
     raise ValueError(workload)
 
 
@@ -86,6 +101,9 @@ def broadcast_rows(workload: str) -> pd.DataFrame:
         })
     if workload == "W3":
         return pd.DataFrame({"name": ["threshold"], "value": np.array([5], dtype=np.int64)})
+    if workload == "W7":
+        return pd.DataFrame({name: np.array([value], dtype=np.int64) for name, value in (
+            ("version", 0), ("written_ms", 0), ("timeout", TIMEOUT_W7), ("ts", T0_W7))})
     if workload == "W4":
         return pd.DataFrame({"name": ["lr"], "bias": [-0.25],
                              "weights": [rng.normal(0, 0.5, N_FEATURES).round(4).tolist()]})
@@ -167,7 +185,8 @@ def large_broadcast_csv() -> Path:
 
 def _broadcast_update(workload: str, version: int) -> pd.DataFrame:
     """Update ``version`` (>= 1) of the broadcast side: a tenth of the dimension re-weighted
-    (W1), ten rules re-thresholded (W2), the threshold (W3) or the model's bias (W4) changed."""
+    (W1), ten rules re-thresholded (W2), the threshold (W3), the model's bias (W4) or the
+    session timeout (W7: 1 s and 1.2 s in turn) changed."""
     rows = broadcast_rows(workload)
     if workload == "W1":
         part = rows.iloc[(version * 100) % DIM_KEYS:][:100].copy()
@@ -183,6 +202,11 @@ def _broadcast_update(workload: str, version: int) -> pd.DataFrame:
     if workload == "W4":
         rows = rows.copy()
         rows["bias"] = -0.25 + version / 100
+        return rows
+    if workload == "W7":
+        rows = rows.copy()
+        rows["version"] = version
+        rows["timeout"] = TIMEOUT_W7 + 200 * (version % 2)
         return rows
     raise ValueError(workload)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import child  # noqa: E402
 import data  # noqa: E402
 import logic  # noqa: E402
 
@@ -210,4 +211,4 @@ def run(workload: str, n: int, parallelism: int = 2, bundle_size: int = 1_000_00
 
 if __name__ == "__main__":
     job = json.loads(sys.argv[1])
-    print("@@RESULT " + json.dumps({"ok": True, **run(**job)}), flush=True)
+    child.answer({"ok": True, **run(**job)})

@@ -1,5 +1,5 @@
 """The fraud demo's pipeline (``sparkcast.apps.fraud``) as a benchmark: throughput and update
-latency on the keyed path of issue 26 against the operator path (forced).
+latency on the micro-batch engine against the operator engine (forced).
 
 The pipeline is the app's own: its function (``FraudRules``: text rules broadcast,
 ``hold_until_ready`` on the ruleset version, the ``review`` and ``invalid_rules`` side outputs),
@@ -37,9 +37,9 @@ __all__ = ["APP", "INITIAL", "build", "count_outputs", "inputs", "probe_rule",
            "rate_transactions"]
 
 INITIAL = rule_rows(INITIAL_RULES, 0)
-SYSTEMS = {  # name -> (label, path)
-    "partitioned": ("fraud pipeline, keyed path (issue 26)", "partitioned"),
-    "operator": ("fraud pipeline, operator path (forced, before)", "operator"),
+SYSTEMS = {  # name -> (label, engine)
+    "micro_batch": ("fraud pipeline, micro-batch engine", "micro_batch"),
+    "operator": ("fraud pipeline, operator engine (forced, before)", "operator"),
 }
 MODES = {
     "quick": {"per_batch": 50_000, "batches": 3, "repeats": 1,
@@ -138,14 +138,14 @@ def prepare(mode: str) -> None:
 
 
 def measure(spark: Any, mode: str, timeout: float, log: Any) -> dict:
-    """Throughput (systems alternating, best of the repeats) and latency on each path."""
+    """Throughput (systems alternating, best of the repeats) and latency on each engine."""
     config = MODES[mode]
     n = config["per_batch"] * config["batches"]
     runs: dict[str, list[dict]] = {name: [] for name in SYSTEMS}
     for repeat in range(config["repeats"]):
         for name in list(SYSTEMS) if repeat % 2 == 0 else list(SYSTEMS)[::-1]:
             result = spark.call({"op": "fraud", "n": n, "per_batch": config["per_batch"],
-                                 "path": SYSTEMS[name][1]}, timeout)
+                                 "engine": SYSTEMS[name][1]}, timeout)
             runs[name].append(result)
             log(f"fraud {name:12s} n={n:>9,} " + (
                 f"{result['seconds']:.2f} s, main+review "
@@ -155,7 +155,7 @@ def measure(spark: Any, mode: str, timeout: float, log: Any) -> dict:
     w5 = config["latency"]
     budget = w5["updates"] * w5["interval"] + w5["warmup"] + 120
     for name in SYSTEMS:
-        result = spark.call({"op": "fraud_latency", "path": SYSTEMS[name][1], **w5}, budget)
+        result = spark.call({"op": "fraud_latency", "engine": SYSTEMS[name][1], **w5}, budget)
         latency[name] = result
         log(f"fraud latency {name}: " + (
             f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, {result['seen']}/"
@@ -175,14 +175,14 @@ def measure(spark: Any, mode: str, timeout: float, log: Any) -> dict:
 
 
 def targets(fraud: dict, ratio: Any, verdict: Any) -> list[tuple[str, str, str]]:
-    new = fraud["throughput"].get("partitioned", {}).get("rate")
+    new = fraud["throughput"].get("micro_batch", {}).get("rate")
     old = fraud["throughput"].get("operator", {}).get("rate")
-    rows = [("fraud pipeline: keyed path ≥ 1.0x the operator path", ratio(new, old),
+    rows = [("fraud pipeline: micro-batch engine ≥ 1.0x the operator engine", ratio(new, old),
              verdict(None if not (new and old) else new >= old))]
-    lat = fraud["latency"].get("partitioned", {})
+    lat = fraud["latency"].get("micro_batch", {})
     if lat.get("ok"):
         ok = lat["p99_ms"] is not None and lat["p99_ms"] < 1000 and lat["seen"] == lat["updates"]
-        rows.append(("fraud pipeline: update p99 < 1 s at 20k tx/s (keyed path)",
+        rows.append(("fraud pipeline: update p99 < 1 s at 20k tx/s (micro-batch engine)",
                      f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms", verdict(ok)))
     return rows
 
@@ -191,7 +191,7 @@ def table(fraud: dict, fmt_rate: Any) -> str:
     lines = [f"## The fraud demo's pipeline ({fraud['n']:,} transactions, "
              f"{fraud['per_batch']:,} a micro-batch)", "",
              (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             "| path | runs (s) | transactions/s (best) | update p50 (ms) | update p99 (ms) "
+             "| engine | runs (s) | transactions/s (best) | update p50 (ms) | update p99 (ms) "
              "| updates seen | micro-batch median (ms) |", "|---|---|---:|---:|---:|---:|---:|"]
     for name, (label, _) in SYSTEMS.items():
         t = fraud["throughput"].get(name, {})

@@ -19,6 +19,7 @@ LABELS = {
     "sparkcast": "sparkcast per-element",
     "sparkcast-batch": "sparkcast process_batch",
     "sparkcast-batch-streamed": "sparkcast process_batch, streamed broadcast",
+    "sparkcast-mb": "sparkcast per-element, micro-batch engine",
     "pyflink": "PyFlink 2.3 per-element (p=2)",
     "foreachbatch": "foreachBatch + broadcast var + mapInPandas",
     "jvm-join": "Spark JVM broadcast join",
@@ -78,7 +79,7 @@ def ratio_table(results: dict) -> str:
     lines = ["| workload | sparkcast form | vs PyFlink | vs foreachBatch | vs JVM join "
              "| vs pandas | vs mapInArrow floor |", "|---|---|---:|---:|---:|---:|---:|"]
     for workload in results.get("throughput", {}):
-        for mine in ("sparkcast", "sparkcast-batch", "sparkcast-batch-streamed"):
+        for mine in ("sparkcast", "sparkcast-batch", "sparkcast-batch-streamed", "sparkcast-mb"):
             rate = _rate(results, workload, mine)
             if rate is None:
                 continue
@@ -108,6 +109,9 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
         need = 1.0 if workload == "W3" else 1.5
         ok = None if not (e and f) else e >= need * f
         rows.append((f"{workload} per-element ≥ {need:g}x PyFlink", _ratio(e, f), verdict(ok)))
+    e, f = _rate(results, "W3", "sparkcast-mb"), _rate(results, "W3", "pyflink")
+    rows.append(("W3 per-element on the micro-batch engine ≥ 50x PyFlink (the same inputs, "
+                 "sizes and run)", _ratio(e, f), verdict(None if not (e and f) else e >= 50 * f)))
     rows += streamed.targets(results, _ratio, verdict)
     if results.get("fraud"):
         rows += fraud_pipeline.targets(results["fraud"], _ratio, verdict)
@@ -117,10 +121,11 @@ def targets(results: dict) -> list[tuple[str, str, str]]:
         if lat.get("ok"):
             ok = (lat["p99_ms"] is not None and lat["p99_ms"] < 1000
                   and lat["seen"] == lat["updates"])
-            rows.append((f"W5 update p99 < 1 s at 20k events/s ({name})",
+            workload = "W7" if lat.get("mode") == "timer" else "W5"
+            rows.append((f"{workload} update p99 < 1 s at 20k events/s ({name})",
                          f"p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms, micro-batch "
                          f"median {lat['batch_ms_median']:.0f} ms", verdict(ok)))
-            if lat.get("mode") == "keyed" and lat.get("path") == "partitioned":
+            if lat.get("mode") == "keyed" and lat.get("engine") == "micro_batch":
                 rows.append((f"W5 update p99 < 0.5 s, the aim ({name})",
                              f"p99 {lat['p99_ms']:.0f} ms", verdict(ok and lat["p99_ms"] < 500)))
     mem = results.get("memory", {})
@@ -174,7 +179,7 @@ def plots(results: dict) -> list[str]:
                         label=f"sparkcast {name}")
         ax.set_xlabel("update written → first output with it (ms)")
         ax.set_ylabel("fraction of updates")
-        ax.set_title("W5 broadcast update latency at 20k events/s")
+        ax.set_title("W5, W7: broadcast update latency at 20k events/s")
         ax.axvline(2000, color="grey", linestyle="--", linewidth=1)
         ax.legend()
         fig.tight_layout()
@@ -202,10 +207,13 @@ def plots(results: dict) -> list[str]:
 STREAMED = """\
 The targets above compare the systems as the workloads define them: a broadcast side read as a
 static DataFrame (the `foreachBatch` baseline re-reads the same Parquet every micro-batch). There,
-sparkcast's non-keyed functions take the shuffle-free path. The *streamed broadcast* rows of this
-table run `result.main` to `noop`, so the stateful operator path (union, shuffle,
-`transformWithStateInPandas`, broadcast state checkpointed per subtask); `write_stream` takes the
-streamed path instead, measured over many micro-batches in the next table."""
+sparkcast's non-keyed functions run on the micro-batch engine (one `mapInArrow`, no shuffle). The
+*streamed broadcast* rows of this table run `result.main` to `noop`, so the operator engine
+(union, shuffle, `transformWithStateInPandas`, broadcast state checkpointed per subtask);
+`write_stream` runs the micro-batch engine instead, measured over many micro-batches in the next
+table. *Micro-batch engine* (W3) reads the broadcast side as a stream too, but drops the main
+output in `foreach_batch` (a `noop` write): the micro-batch engine, run the way the PyFlink row
+is run, on the same inputs at the same sizes."""
 
 METHOD = """\
 ## How it is measured
@@ -227,25 +235,33 @@ METHOD = """\
   streaming query, all input files in one micro-batch, a fresh checkpoint, RocksDB state store.
   t = `start()` to the end of `awaitTermination()`. Session: `sparkcast.spark.session()` with
   `spark.sql.shuffle.partitions=2`, `local[2]`. With its static broadcast side, a non-keyed
-  function (W1, W2, W4) takes the shuffle-free path (one `mapInArrow`, no state; see
-  architecture.md); W3 (keyed) the stateful operator.
+  function (W1, W2, W4) runs on the micro-batch engine (one `mapInArrow`, no state; see
+  architecture.md); W3 (keyed) on the operator engine.
 - **sparkcast process_batch, streamed broadcast**: the same, but the broadcast Parquet is read
-  with `readStream` (its rows arrive in the first micro-batch, with the events), so the plan is the
-  stateful operator (union, shuffle, `transformWithStateInPandas`, broadcast state checkpointed):
-  what a broadcast side that changes while the job runs costs.
+  with `readStream` (its rows arrive in the first micro-batch, with the events), so
+  `result.main` runs the operator engine (union, shuffle, `transformWithStateInPandas`,
+  broadcast state checkpointed): what a broadcast side that changes while the job runs costs.
+- **sparkcast per-element, micro-batch engine** (W3): PyFlink's run on PyFlink's inputs. The
+  same W3 events (Parquet here, CSV there: the same rows) and the same one broadcast row (the
+  threshold), read as a stream as Flink's broadcast side is, at the same two sizes as PyFlink
+  (`w3_same`), all events in one micro-batch; the main output dropped as Flink's
+  `DiscardingSink` drops it (`foreach_batch` writing the main frame to `noop`), so the query
+  runs on the micro-batch engine (keyed state per subtask, broadcast applied once on the
+  driver). The steady-state rate of both comes from the same two sizes.
 - **Streamed broadcast side, many micro-batches** (`benchmarks/streamed.py`): events
   `maxFilesPerTrigger`-limited to 500k a micro-batch (full; 100k quick) over 8 micro-batches,
   the broadcast Parquet read with `readStream`, `maxFilesPerTrigger=1`: its rows in micro-batch 0,
-  one update in each later one. sparkcast writes with `write_stream` (Parquet, exactly once): the
-  streamed path (broadcast applied once per micro-batch on the driver, main rows in one
-  `mapInArrow`), or the operator path forced, as before. The `foreachBatch` baseline re-reads the
-  update files up to the batch, folds them, broadcasts a variable, runs `mapInPandas` and appends
-  Parquet. W3 (keyed) runs sparkcast on the keyed path of issue 26 (`write_stream` of a keyed
-  function with both sides streamed) and on the operator path (forced), against three
-  Spark-native ways to write the same counter, the fastest kept as *the* baseline:
-  a `transformWithStateInPandas` processor grouped by user, a `ValueState` count per user, the
-  latest threshold file read in `init` (once per task, i.e. per micro-batch; it reads the last
-  file, not the batch's: a small advantage to the baseline), appending Parquet;
+  one update in each later one. sparkcast writes with `write_stream` (Parquet, exactly once) on
+  the micro-batch engine (broadcast applied once per micro-batch on the driver, main rows
+  through Python once), or on the operator engine forced, as before. The `foreachBatch`
+  baseline re-reads the update files up to the batch, folds them, broadcasts a variable, runs
+  `mapInPandas` and appends Parquet. W3 (keyed) runs sparkcast on the micro-batch engine
+  (`write_stream` of a keyed function with both sides streamed) and on the operator engine
+  (forced), against three Spark-native ways to write the same counter, the fastest kept as
+  *the* baseline: a `transformWithStateInPandas` processor grouped by user, a `ValueState`
+  count per user, the latest threshold file read in `init` (once per task, i.e. per
+  micro-batch; it reads the last file, not the batch's: a small advantage to the baseline),
+  appending Parquet;
   `applyInPandasWithState` grouped by user, the count in the group state, the threshold read
   the same way; and `foreachBatch` with a state table: per micro-batch the previous state
   version (Parquet, one folder per batch id) is read, each user's events are numbered after
@@ -253,19 +269,31 @@ METHOD = """\
   and the new state version (previous ⟗ the batch's per-user counts) is written. The two
   grouped ones handle ~1.1k events/s here (a Python call and state calls per user per
   micro-batch, 100k users), so W3 runs 3 micro-batches of 100k events, once (quick: 3 × 100k
-  too). The PyFlink ratio uses the throughput section's PyFlink W3 rate (other sizes, a static
-  broadcast side). Systems alternate (forward, then backward); best of 2.
+  too). W3's ratio to PyFlink is the throughput section's (the same inputs and sizes on both).
+  W7 (timers) runs sparkcast per-element on both engines: events `user int, ts long` at 20k
+  events/s of event time (`ts`, epoch ms, Spark's watermark with zero delay on the events,
+  `event_time="ts"`), users in bursts of 5 events, a random one of 10k users each; the
+  function is Flink's count-with-timeout example with the timeout broadcast: per user a count
+  and a deadline (the last event + the timeout), an event-time timer registered at each
+  event's deadline; the timer that fires at the current deadline emits the session; the
+  broadcast side sets the timeout (1 s, then 1.2 s and 1 s in turn, one update per
+  micro-batch). 5 micro-batches of 200k events
+  (quick: 3 × 100k). Systems alternate (forward, then backward); best of 2.
 - **W5 latency**: a `rate` source at 20k events/s, a broadcast update every 2 s to a JSON file
   source; the time from writing an update to the first micro-batch whose outputs carry it. The
   keyed form is a per-user counter (10k users) keyed by user whose outputs echo the version,
-  written by `write_stream` on the keyed path (at the default trigger, and at
-  `processingTime="500 milliseconds"`) and on the operator path (forced), always read from the
-  committed output. Non-keyed forms: on
-  the operator path read in a `foreachBatch` on `result.main`; on the streamed path
-  (`write_stream`) read from the micro-batch's files once its commit is logged, so the
-  latency includes the exactly-once write. The micro-batch median is Spark's
-  `triggerExecution`: the floor of an update's latency is about one micro-batch (an update
-  lands during one, takes effect in the next).
+  written by `write_stream` on the micro-batch engine (at the default trigger, and at
+  `processingTime="500 milliseconds"`) and on the operator engine (forced), always read from
+  the committed output. Non-keyed forms: `result.main` (the operator engine) read in a
+  `foreachBatch`; `write_stream` (the micro-batch engine) read from the micro-batch's files
+  once its commit is logged, so the latency includes the exactly-once write. **W7 latency**
+  (session timers): W7's function on the same machinery, keyed by user, the rate source's
+  timestamp as `ts` (watermark with zero delay), users in bursts of 5 rate rows (10k users: a
+  user returns every 2.5 s), each update carrying a timeout; an output exists only where a
+  session's timer fired and carries the version the timer saw, so an update is seen when the
+  first timer after it fires and commits; written by `write_stream` on each engine. The
+  micro-batch median is Spark's `triggerExecution`: the floor of an update's latency is about
+  one micro-batch (an update lands during one, takes effect in the next).
 - **foreachBatch baseline**: the same streaming read; per micro-batch the broadcast Parquet is
   read to pandas, made a broadcast variable, and `mapInPandas` runs the same vectorized body as
   `process_batch`, written to `noop`. No state, no checkpointed broadcast state: the ceiling of a
@@ -284,7 +312,7 @@ METHOD = """\
   (`benchmarks/logic.py`) sparkcast calls; PyFlink reads fields by position (its `Row` looks
   names up with `list.index`). t = `env.execute()`. Non-keyed Flink jobs may process some
   events before the broadcast rows arrive (W1 then drops them); they still count as processed.
-  W3 runs PyFlink at 50k / 200k events (at 1M it ran past the time limit): each first access of a
+  W3 runs PyFlink at 100k / 400k events (at 1M it ran past the time limit): each first access of a
   key is a blocking state request from the Python worker to the JVM. Probe on this machine, 50k
   W3 events: 31.8 s with the `ValueState`, 6.9 s with the same job keeping no state.
 - **pandas**: one process reads the Parquet files and runs the vectorized body on all rows
@@ -297,7 +325,8 @@ METHOD = """\
 - **W6**: 100,000 broadcast entries of 1,000 bytes (100 MB) as a streaming Parquet source
   (a static side of that size travels in the plan, and `transformWithStateInPandas` cannot load
   a plan that large, `BROADCAST_VARIABLE_NOT_LOADED`), parallelism 8, 200k W1 events, written by
-  `write_stream` (so on the streamed path: the broadcast side is applied once, on the driver);
+  `write_stream` (so on the micro-batch engine: the broadcast side is applied once, on the
+  driver);
   peak resident memory of the process tree (driver, JVM, Python workers) sampled every 0.25 s
   from /proc, in a fresh Spark session. PyFlink: the same entries from a JVM CSV source,
   parallelism 8, the client's process tree (mini cluster + workers).
@@ -349,7 +378,7 @@ def render(results: dict, made: list[str] | None = None) -> str:
         lines += ["![throughput](img/throughput.png)", ""]
     latency = results.get("latency", {})
     if latency:
-        lines += ["## W5: broadcast update latency", "",
+        lines += ["## W5, W7: broadcast update latency (W7: session timers)", "",
                   "| function form | updates seen | p50 (ms) | p99 (ms) | micro-batch median (ms) "
                   "| rows per micro-batch (median) |", "|---|---:|---:|---:|---:|---:|"]
         for name, e in latency.items():

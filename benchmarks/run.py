@@ -6,11 +6,13 @@
     python benchmarks/run.py --mode quick --scale     # with the (small) scale curves
 
 Throughput (W1-W4): each system runs each workload at two input sizes; the steady-state rate is
-(n2 - n1) / (t2 - t1), which cancels start-up and per-query fixed costs; the sizes alternate over
-systems (small on every system, then large on every system) so drift in machine load is spread
-over all of them. W5 (broadcast update latency) and W6 (memory with a 100 MB broadcast state) are
-measured once each. Every measurement runs in a child process with a time limit; a limit hit is
-reported, not fatal. Results: ``benchmarks/results/<mode>.json``; a whole full run also writes
+(n2 - n1) / (t2 - t1), which cancels start-up and per-query fixed costs; the sizes alternate
+over systems (small on every system, then large on every system) so drift in machine load is
+spread over all of them. W5 (broadcast update latency) and W6 (memory with a 100 MB broadcast
+state) are measured once each. W7 (a session count with an event-time timer per user) runs in
+the streamed section (throughput on both engines) and in the latency section. Every
+measurement runs in a child process with a time limit (``child.py``); a limit hit is reported,
+not fatal. Results: ``benchmarks/results/<mode>.json``; a whole full run also writes
 ``docs/benchmarks.md`` and ``docs/img/*.png``, other runs ``benchmarks/results/<mode>.md``.
 The fraud demo's pipeline (``fraud_pipeline.py``) runs unless ``--only`` or ``--skip-fraud``;
 the scale curves (``scale.py``, each point its own Spark session) run in ``--mode full`` and
@@ -23,11 +25,8 @@ import argparse
 import json
 import os
 import platform
-import queue
-import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,13 +35,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import child  # noqa: E402
 import data  # noqa: E402
 import fraud_pipeline  # noqa: E402
+import report  # noqa: E402
 import scale  # noqa: E402
 import sinks  # noqa: E402
 import streamed  # noqa: E402
+from child import MAIN_PY, SparkServer, log  # noqa: E402
 
-MAIN_PY = os.environ.get("BENCH_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
 FLINK_PY = os.environ.get("BENCH_FLINK_PYTHON", str(HERE / ".venv-flink" / "bin" / "python"))
 
 SYSTEMS = {  # name -> (label, workloads)
@@ -50,35 +51,46 @@ SYSTEMS = {  # name -> (label, workloads)
     "sparkcast-batch": ("sparkcast process_batch", ("W1", "W2", "W4")),
     "sparkcast-batch-streamed": ("sparkcast process_batch, streamed broadcast",
                                  ("W1", "W2", "W4")),
+    "sparkcast-mb": ("sparkcast per-element, micro-batch engine", ("W3",)),
     "pyflink": ("PyFlink 2.3 per-element (p=2)", ("W1", "W2", "W3", "W4")),
     "foreachbatch": ("foreachBatch + broadcast var + mapInPandas", ("W1", "W2", "W4")),
     "jvm-join": ("Spark JVM stream-static broadcast join", ("W1",)),
     "arrow-floor": ("Spark mapInArrow, no logic (the floor for Python)", ("W1", "W2", "W4")),
     "pandas": ("pandas, one process (limit)", ("W1", "W2", "W3", "W4")),
 }
-SLOW = {"sparkcast", "pyflink"}
-# W5 forms: (function form, path, trigger); result.main's operator, write_stream's streamed
-# path, then the keyed counter written by write_stream on the keyed path (issue 26), at the
-# default trigger (micro-batches back to back) and a short fixed one, and on the operator path
+SLOW = {"sparkcast", "sparkcast-mb", "pyflink"}
+# W5 forms: (workload, function form, engine, trigger): non-keyed result.main (the operator's)
+# and write_stream (the micro-batch engine); the keyed counter written by write_stream on the
+# micro-batch engine, at the default trigger (micro-batches back to back) and a short fixed one,
+# and on the operator (forced); W7, the session count with an event-time timer per user, on both
 SHORT_TRIGGER = {"processingTime": "500 milliseconds"}
-LATENCY_FORMS = (("element", "operator", None), ("batch", "operator", None),
-                 ("element", "streamed", None), ("batch", "streamed", None),
-                 ("keyed", "partitioned", None), ("keyed", "partitioned", SHORT_TRIGGER),
-                 ("keyed", "operator", None))
+LATENCY_FORMS = (("W5", "element", "operator", None), ("W5", "batch", "operator", None),
+                 ("W5", "element", "micro_batch", None), ("W5", "batch", "micro_batch", None),
+                 ("W5", "keyed", "micro_batch", None),
+                 ("W5", "keyed", "micro_batch", SHORT_TRIGGER),
+                 ("W5", "keyed", "operator", None),
+                 ("W7", "timer", "micro_batch", None), ("W7", "timer", "operator", None))
+FORM_NAMES = {"element": "element", "batch": "batch", "keyed": "keyed counter",
+              "timer": "session timers"}
 
 
-def latency_name(form: str, path: str, trigger: dict | None) -> str:
-    """The W5 row's name (the first four as before issue 26)."""
-    if form != "keyed":
-        return form if path == "operator" else f"{form}, {path} path"
-    name = "keyed counter, " + ("keyed path" if path == "partitioned"
-                                else f"{path} path (forced)")
+def latency_name(form: str, engine: str, trigger: dict | None) -> str:
+    """The latency row's name: the form, the engine (result.main for the non-keyed forms on the
+    operator) and a trigger other than Spark's default."""
+    name = FORM_NAMES[form]
+    if form in ("element", "batch") and engine == "operator":
+        name += ", result.main (operator engine)"
+    else:
+        name += ", " + ("micro-batch engine" if engine == "micro_batch"
+                        else "operator engine (forced)")
     return name + (f", trigger {trigger['processingTime']}" if trigger else "")
 
 
 MODES = {
     # sizes: (small, large) per speed class; timeout per measurement (s)
     "quick": {"slow": (20_000, 60_000), "fast": (100_000, 400_000), "timeout": 90,
+              # W3 on the micro-batch engine and PyFlink: the same inputs, the same sizes
+              "w3_same": (20_000, 60_000),
               # fewer workloads for some systems (a PyFlink job costs ~30 s of start-up)
               "restrict": {"pyflink": ("W1",), "sparkcast-batch-streamed": ("W1",),
                            "arrow-floor": ("W1",)},
@@ -88,103 +100,17 @@ MODES = {
     "full": {"slow": (200_000, 1_000_000), "fast": (1_000_000, 5_000_000), "timeout": 420,
              "restrict": {},
              "w2_slow": (50_000, 200_000),
-             "w3_pyflink": (50_000, 200_000),  # PyFlink keyed: ~3k events/s
+             "w3_same": (100_000, 400_000),  # PyFlink keyed: ~3k events/s
              "w5": {"updates": 20, "interval": 2.0, "warmup": 10.0, "rate": 20_000},
              "w6": {"n": 200_000, "parallelism": 8}},
 }
 
 
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-class SparkServer:
-    """A long-lived ``spark_systems.py`` process (one Spark session for many jobs)."""
-
-    def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-        self.lines: queue.Queue[str | None] = queue.Queue()
-
-    def start(self, timeout: float = 180) -> None:
-        self.lines = queue.Queue()
-        self.proc = subprocess.Popen(
-            [MAIN_PY, str(HERE / "spark_systems.py")], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=open(HERE / "results" / "spark.log", "a"),
-            text=True, start_new_session=True, cwd=str(HERE),
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)})
-        threading.Thread(target=self._pump, args=(self.proc, self.lines), daemon=True).start()
-        line = self._read(timeout, "@@READY")
-        if line is None:
-            self.stop()
-            raise RuntimeError("the Spark benchmark process did not start")
-
-    @staticmethod
-    def _pump(proc: subprocess.Popen, lines: queue.Queue) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line.rstrip("\n"))
-        lines.put(None)
-
-    def _read(self, timeout: float, prefix: str) -> str | None:
-        deadline = time.time() + timeout
-        while True:
-            left = deadline - time.time()
-            if left <= 0:
-                return None
-            try:
-                line = self.lines.get(timeout=left)
-            except queue.Empty:
-                return None
-            if line is None:
-                return None
-            if line.startswith(prefix):
-                return line
-
-    def call(self, job: dict, timeout: float) -> dict:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(job) + "\n")
-        self.proc.stdin.flush()
-        line = self._read(timeout, "@@RESULT ")
-        if line is None:
-            dead = self.proc.poll() is not None
-            self.stop()
-            return {"ok": False, "error": "the Spark process died" if dead else
-                    f"timeout after {timeout:.0f} s"}
-        return json.loads(line.split(" ", 1)[1])
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.stdin.close()  # type: ignore[union-attr]
-                self.proc.wait(timeout=20)
-            except Exception:  # noqa: BLE001
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.proc = None
-
-
 def run_flink(job: dict, timeout: float) -> dict:
     if not Path(FLINK_PY).exists():
         return {"ok": False, "error": f"no PyFlink venv at {FLINK_PY} (make bench creates it)"}
-    proc = subprocess.Popen([FLINK_PY, str(HERE / "flink_systems.py"), json.dumps(job)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return {"ok": False, "error": f"timeout after {timeout:.0f} s"}
-    for line in out.splitlines():
-        if line.startswith("@@RESULT "):
-            return json.loads(line.split(" ", 1)[1])
-    with open(HERE / "results" / "flink.log", "a") as f:
-        f.write(out)
-    errors = [ln for ln in out.splitlines() if "Error" in ln or "Exception" in ln]
-    return {"ok": False, "error": (errors[-1] if errors else "no result")[:500]}
+    return child.run_once([FLINK_PY, str(HERE / "flink_systems.py"), json.dumps(job)], timeout,
+                          "flink")
 
 
 def measure(spark: SparkServer, system: str, workload: str, n: int, timeout: float) -> dict:
@@ -198,6 +124,8 @@ def measure(spark: SparkServer, system: str, workload: str, n: int, timeout: flo
         job.update(op="sparkcast", mode="batch")
     elif system == "sparkcast-batch-streamed":
         job.update(op="sparkcast", mode="batch", streamed_broadcast=True)
+    elif system == "sparkcast-mb":  # PyFlink's run: the broadcast side a stream, output dropped
+        job.update(op="sparkcast", mode="element", streamed_broadcast=True, output="noop")
     elif system == "foreachbatch":
         job.update(op="foreachbatch")
     elif system == "jvm-join":
@@ -210,8 +138,8 @@ def measure(spark: SparkServer, system: str, workload: str, n: int, timeout: flo
 
 
 def sizes_for(mode: dict, system: str, workload: str) -> tuple[int, int]:
-    if system == "pyflink" and workload == "W3" and "w3_pyflink" in mode:
-        return mode["w3_pyflink"]
+    if workload == "W3" and system in ("pyflink", "sparkcast-mb"):
+        return mode["w3_same"]
     if system in SLOW:
         return mode["w2_slow"] if workload == "W2" else mode["slow"]
     return mode["fast"]
@@ -239,7 +167,7 @@ def steady(small: dict, large: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=sorted(MODES), default="quick")
-    parser.add_argument("--only", nargs="*", help="workloads (W1..W6) to run")
+    parser.add_argument("--only", nargs="*", help="workloads (W1..W7) to run")
     parser.add_argument("--systems", nargs="*", help="systems to run (default all)")
     parser.add_argument("--no-report", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true",
@@ -255,7 +183,7 @@ def main() -> None:
     parser.add_argument("--skip-scale", action="store_true", help="not even in --mode full")
     args = parser.parse_args()
     mode = MODES[args.mode]
-    only = set(args.only or ["W1", "W2", "W3", "W4", "W5", "W6"])
+    only = set(args.only or ["W1", "W2", "W3", "W4", "W5", "W6", "W7"])
     run_fraud = not args.skip_fraud and not args.only
     run_scale = (args.scale or args.mode == "full") and not args.skip_scale
     systems = [s for s in SYSTEMS if not args.systems or s in args.systems]
@@ -317,19 +245,20 @@ def main() -> None:
     if run_fraud:
         results["fraud"] = fraud_pipeline.measure(spark, args.mode, mode["timeout"], log)
 
-    if "W5" in only and mode["w5"]:
-        for latency_mode, path, trigger in LATENCY_FORMS:
-            job = {"op": "latency", "mode": latency_mode, "path": path, "trigger": trigger,
-                   **mode["w5"]}
-            budget = mode["w5"]["updates"] * mode["w5"]["interval"] + mode["w5"]["warmup"] + 90
-            result = spark.call(job, budget)
-            name = latency_name(latency_mode, path, trigger)
-            results.setdefault("latency", {})[name] = result
-            log(f"W5 sparkcast {name}: "
-                + (f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
-                   f"{result['seen']}/{result['updates']} updates seen, micro-batch median "
-                   f"{result['batch_ms_median']} ms" if result.get("ok")
-                   else f"FAILED: {result.get('error', '')[:200]}"))
+    for workload, form, engine, trigger in LATENCY_FORMS:
+        if workload not in only or not mode["w5"]:
+            continue
+        job = {"op": "latency", "mode": form, "engine": engine, "trigger": trigger,
+               **mode["w5"]}
+        budget = mode["w5"]["updates"] * mode["w5"]["interval"] + mode["w5"]["warmup"] + 90
+        result = spark.call(job, budget)
+        name = latency_name(form, engine, trigger)
+        results.setdefault("latency", {})[name] = result
+        log(f"{workload} sparkcast {name}: "
+            + (f"p50 {result['p50_ms']} ms, p99 {result['p99_ms']} ms, "
+               f"{result['seen']}/{result['updates']} updates seen, micro-batch median "
+               f"{result['batch_ms_median']} ms" if result.get("ok")
+               else f"FAILED: {result.get('error', '')[:200]}"))
     spark.stop()
 
     if "W6" in only and mode["w6"]:
@@ -359,8 +288,6 @@ def main() -> None:
     out.write_text(json.dumps(results, indent=1))
     log(f"results: {out} ({results['elapsed_s']:.0f} s)")
     if not args.no_report:
-        import report
-
         if args.mode == "full" and not args.only and not args.systems:
             report.write(results)
             log("wrote docs/benchmarks.md and docs/img/")

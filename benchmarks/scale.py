@@ -29,8 +29,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,10 +40,11 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import child  # noqa: E402
 import data  # noqa: E402
 import procmem  # noqa: E402
+from child import MAIN_PY  # noqa: E402
 
-MAIN_PY = os.environ.get("BENCH_PYTHON", str(ROOT / ".venv" / "bin" / "python"))
 FILL_CHUNK = 1_000_000  # the largest fill micro-batch
 MEASURE_CHUNK = 100_000
 USERS = 100_000  # the users of every curve but the keys curve
@@ -57,7 +56,7 @@ MODES = {
     "full": {"keys": (10_000, 100_000, 1_000_000, 10_000_000),
              "entries": (1_000, 10_000, 100_000, 1_000_000), "measure": 300_000,
              "parallelism": (1, 2), "cluster": True,
-             # the 10M-key point fills 10M keys first (~12 min on the operator path here)
+             # the 10M-key point fills 10M keys first (~12 min on the operator engine here)
              "timeout": 1800},
 }
 
@@ -180,13 +179,6 @@ def points(mode: str) -> list[dict]:
     return out
 
 
-def default_path() -> str:
-    """The keyed path of issue 26 once the planner has it; until then the operator path."""
-    from sparkcast.spark.plan import ExecutionPath
-
-    return "partitioned" if hasattr(ExecutionPath, "PARTITIONED") else "operator"
-
-
 class Sampler:
     """Peak resident memory of several process trees together (``procmem.tree_rss``)."""
 
@@ -210,6 +202,8 @@ class Sampler:
 
 def run_point(point: dict) -> dict:
     """One point in this process (a fresh session): its rates, memory and checkpoint size."""
+    from spark_systems import checked, requested
+
     from sparkcast.spark import Stream, session
 
     p = point["parallelism"]
@@ -227,11 +221,11 @@ def run_point(point: dict) -> dict:
     updates = (spark.readStream.schema("key int, weight double").option("maxFilesPerTrigger", 1)
                .parquet(str(broadcast_dir(point["entries"], files))))
     function, dim = _function()
-    path = point.get("path") or default_path()
+    engine = point.get("engine", "micro_batch")
     result = Stream(main).key_by("user").connect(Stream(updates).broadcast(dim)).process(
         function, output_schema="user int, count long, weight double", parallelism=p,
-        engine="operator" if path == "operator" else "auto")
-    assert result.plan.path == path, f"the planner chose {result.plan.path}, not {path}"
+        engine=requested(engine))
+    checked(result, engine)
     tmp = Path(tempfile.mkdtemp(prefix="sparkcast-scale-"))
     checkpoint, out = tmp / "checkpoint", tmp / "out"
     before = procmem.tree_rss(os.getpid())["total"]
@@ -246,7 +240,8 @@ def run_point(point: dict) -> dict:
     measured = [p_ for p_ in progress if p_["batchId"] >= fills]
     rows = sum(p_["numInputRows"] for p_ in measured)
     busy = sum(p_["durationMs"]["triggerExecution"] for p_ in measured) / 1000
-    result_ = {"seconds": seconds, "path": path, "batches": len(progress), "fill_batches": fills,
+    result_ = {"seconds": seconds, "engine": engine,
+               "batches": len(progress), "fill_batches": fills,
                "rate": rows / busy if busy else None, "measured_rows": rows,
                "first_batch_s": progress[0]["durationMs"]["triggerExecution"] / 1000
                if progress else None,
@@ -268,23 +263,8 @@ def _du(path: Path) -> int:
 
 def _call(point: dict, timeout: float) -> dict:
     """``run_point`` in a child process (its own session and memory); a timeout is reported."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.Popen([MAIN_PY, str(Path(__file__).resolve()), "--point",
-                             json.dumps(point)], stdout=subprocess.PIPE,
-                            stderr=open(HERE / "results" / "scale.log", "a"), text=True,
-                            start_new_session=True, env=env)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return {"ok": False, "error": f"timeout after {timeout:.0f} s"}
-    for line in out.splitlines():
-        if line.startswith("@@RESULT "):
-            return json.loads(line.split(" ", 1)[1])
-    return {"ok": False, "error": f"no result (exit {proc.returncode}; "
-                                  "benchmarks/results/scale.log)"}
+    return child.run_once([MAIN_PY, str(Path(__file__).resolve()), "--point", json.dumps(point)],
+                          timeout, "scale")
 
 
 def _on_cluster(point: dict, timeout: float) -> dict:
@@ -322,7 +302,7 @@ def measure(mode: str, log: Any, timeout: float | None = None) -> dict:
         log(f"scale {point['curve']:11s} keys={point['keys']:>10,} entries="
             f"{point['entries']:>9,} p={point['parallelism']} {point.get('master', '')}: "
             + (f"{result['rate']:,.0f} events/s, peak {result['peak_rss_mb']:,.0f} MB, "
-               f"checkpoint {result['checkpoint_bytes'] / 2**20:,.1f} MB ({result['path']})"
+               f"checkpoint {result['checkpoint_bytes'] / 2**20:,.1f} MB ({result['engine']})"
                if result.get("ok") and result.get("rate")
                else f"FAILED: {str(result.get('error'))[:200]}"))
     return {"mode": mode, "measure": MODES[mode]["measure"], "points": results}
@@ -342,6 +322,10 @@ def _x(point: dict, name: str) -> Any:
     if name == "entries":
         return point["entries"]
     return f"{point.get('master', 'local')}, p={point['parallelism']}"
+
+
+def _engine(point: dict) -> str:
+    return point["engine"].replace("_", "-")
 
 
 def per_unit(point: dict) -> float:
@@ -395,7 +379,7 @@ def sentences(scale: dict) -> dict[str, str]:
 
 
 def table(scale: dict) -> str:
-    lines = ["| curve | keys | broadcast entries | where | path | fill (s) | events/s "
+    lines = ["| curve | keys | broadcast entries | where | engine | fill (s) | events/s "
              "| peak RSS (MB) | checkpoint (MB) | checkpoint bytes per key | run (s) |",
              "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for p in scale.get("points", []):
@@ -405,7 +389,7 @@ def table(scale: dict) -> str:
                          f"failed: {str(p.get('error'))[:80]} | | | | | | |")
             continue
         lines.append(
-            f"| {p['curve']} | {p['keys']:,} | {p['entries']:,} | {where} | {p['path']} | "
+            f"| {p['curve']} | {p['keys']:,} | {p['entries']:,} | {where} | {p['engine']} | "
             f"{p['fill_s']:.1f} | {p['rate']:,.0f} | {p['peak_rss_mb']:,.0f} | "
             f"{p['checkpoint_bytes'] / 2**20:,.1f} | {per_unit(p):,.0f} | "
             f"{p['seconds']:.1f} |")
@@ -438,7 +422,7 @@ def plots(scale: dict, img: Path) -> list[str]:
             ax.set_xlabel(label)
             ax.set_ylabel(ylabel)
             ax.grid(True, alpha=0.3)
-        fig.suptitle(f"Scale: {label}, path {points_[0]['path']}")
+        fig.suptitle(f"Scale: {label}, {_engine(points_[0])} engine")
         fig.tight_layout()
         fig.savefig(img / f"scale_{name}.png", dpi=110)
         plt.close(fig)
@@ -452,7 +436,7 @@ def plots(scale: dict, img: Path) -> list[str]:
             ax.annotate(f"{p['rate']:,.0f}", (bar.get_x() + bar.get_width() / 2, p["rate"]),
                         ha="center", va="bottom", fontsize=8)
         ax.set_ylabel("events/s")
-        ax.set_title(f"Scale: parallelism, path {points_[0]['path']}")
+        ax.set_title(f"Scale: parallelism, {_engine(points_[0])} engine")
         fig.tight_layout()
         fig.savefig(img / "scale_parallelism.png", dpi=110)
         plt.close(fig)
@@ -490,7 +474,7 @@ def main() -> None:
 
             traceback.print_exc()
             result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-        print("@@RESULT " + json.dumps(result), file=out, flush=True)
+        child.answer(result, out)
         return
     prepare(args.mode)
     results = measure(args.mode, lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}",

@@ -134,7 +134,7 @@ def prepare(mode: str, only: set[str] | None) -> None:
 
 
 def main() -> None:
-    import run
+    from child import SparkServer, log
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--mode", choices=sorted(MODES), default="quick")
@@ -143,11 +143,11 @@ def main() -> None:
     args = parser.parse_args()
     only = set(args.only) if args.only else None
     prepare(args.mode, only)
-    spark = run.SparkServer()
+    spark = SparkServer()
     spark.start()
     try:
         spark.call({"op": "warmup"}, args.timeout)
-        results = measure(spark, args.mode, args.timeout, run.log, only)
+        results = measure(spark, args.mode, args.timeout, log, only)
     finally:
         spark.stop()
     out = HERE / "results" / f"sinks-{args.mode}.json"
