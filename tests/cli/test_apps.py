@@ -89,7 +89,7 @@ def test_the_demo_terminal_output_has_no_worker_banners_and_no_warn_flood(tmp_pa
 
     run = subprocess.run(
         [sys.executable, "-m", "sparkcast.cli", "demo", "fraud", "--scale", "1",
-         "--files", "4", "--step-seconds", "0.5", "--workdir", str(tmp_path)],
+         "--files", "2", "--step-seconds", "0.5", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=900, check=False)
     text = run.stdout + run.stderr
     assert run.returncode == 0, text[-3000:]
