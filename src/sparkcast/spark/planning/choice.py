@@ -3,17 +3,15 @@ checkpoint's record and how the result is consumed, called before any query star
 
 The micro-batch engine (broadcast applied once per micro-batch on the driver, main rows through
 Python once) is taken wherever its results equal the operator's; the differential tests run
-the same programs through both. Its variants (``ExecutionPath``):
+the same programs through both. The plan's facts shape its query (``RuntimePlan``): a static
+broadcast side and no state (and applying the static rows emitted nothing: those outputs would
+repeat in every task) is one ``mapInArrow`` where the rows lie, also a plain streaming
+DataFrame; a streamed broadcast side is one ``foreachBatch`` whose driver applies each
+micro-batch's elements; state per subtask repartitions the main rows by subtask.
 
-* ``STATELESS``: a static broadcast side and no state (no keyed state, no
-  ``hold_until_ready``, and applying the static rows emitted nothing: those outputs would repeat
-  in every task); one ``mapInArrow`` where the rows lie, also as a plain streaming DataFrame;
-* ``STREAMED``: a streamed broadcast side, no state per subtask;
-* ``PARTITIONED``: a streamed broadcast side with state per subtask (keyed state,
-  ``hold_until_ready``, event-time alignment): main rows repartitioned by subtask.
-
-The operator engine takes the rest, and ``result.main`` (a streaming DataFrame) of a streamed or
-partitioned plan: nothing runs on the driver between a micro-batch's two sides there.
+The operator engine takes the rest, and ``result.main`` (a streaming DataFrame) of a plan whose
+driver works per micro-batch: nothing runs on the driver between a micro-batch's two sides
+there.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import BroadcastSide, Engine, ExecutionPath, PlanFacts, engine_of
+from sparkcast.spark.plan import AUTO, BroadcastSide, Engine, PlanFacts
 
 
 class Consumer(StrEnum):
@@ -34,14 +32,10 @@ class Consumer(StrEnum):
 
 @dataclass(frozen=True)
 class Choice:
-    """A path and why it was taken."""
+    """An engine and why it was taken."""
 
-    path: ExecutionPath
+    engine: Engine
     reason: str
-
-    @property
-    def engine(self) -> Engine:
-        return engine_of(self.path)
 
 
 RECORDED_OPERATOR = ("the checkpoint was written by the operator engine (sparkcast 0.3 ran "
@@ -53,37 +47,38 @@ DATAFRAME_REASON = ("result.main and the side-output DataFrames are streaming Da
                     "engine")
 
 
-def choose(facts: PlanFacts, requested: Engine | str = Engine.AUTO, recorded: str | None = None,
+def choose(facts: PlanFacts, requested: str = AUTO, recorded: Engine | None = None,
            consumer: Consumer = Consumer.QUERY) -> Choice:
-    """The path of a plan with ``facts``; ``recorded`` is the checkpoint's layout record's path
-    (None for a new checkpoint). Raises ``PipelineError`` where ``requested`` cannot serve."""
-    requested = engine_named(requested)
+    """The engine of a plan with ``facts``; ``recorded`` is the engine the checkpoint's layout
+    record names (None for a new checkpoint). Raises ``PipelineError`` where ``requested``
+    cannot serve."""
+    asked = engine_named(requested)
     fresh = _fresh(facts, consumer)
-    if recorded is not None and requested is not Engine.AUTO and engine_of(
-            ExecutionPath(recorded)) is not requested:
-        raise PipelineError(f"engine={requested.value!r}: the checkpoint was written by the "
-                            f"{engine_of(ExecutionPath(recorded)).value} engine ({recorded}), "
-                            "whose state the other cannot read; start a new checkpoint, or "
-                            "leave engine='auto'")
-    if requested is Engine.OPERATOR:
-        return Choice(ExecutionPath.OPERATOR, "engine='operator' was asked for")
+    if recorded is not None and asked is not None and recorded is not asked:
+        raise PipelineError(f"engine={asked.value!r}: the checkpoint was written by the "
+                            f"{recorded.value} engine, whose state the other cannot read; start "
+                            "a new checkpoint, or leave engine='auto'")
+    if asked is Engine.OPERATOR:
+        return Choice(Engine.OPERATOR, "engine='operator' was asked for")
     if isinstance(fresh, str):
-        if requested is Engine.MICRO_BATCH:
+        if asked is Engine.MICRO_BATCH:
             raise PipelineError(f"engine='micro_batch' cannot run this plan: {fresh}; leave "
                                 "engine='auto' (or 'operator')")
-        return Choice(ExecutionPath.OPERATOR, fresh)
-    if recorded == ExecutionPath.OPERATOR and fresh.path in (ExecutionPath.STREAMED,
-                                                             ExecutionPath.PARTITIONED):
-        return Choice(ExecutionPath.OPERATOR, RECORDED_OPERATOR)
+        return Choice(Engine.OPERATOR, fresh)
+    if recorded is Engine.OPERATOR and facts.driver_per_batch:
+        return Choice(Engine.OPERATOR, RECORDED_OPERATOR)
     return fresh
 
 
-def engine_named(name: Engine | str) -> Engine:
+def engine_named(name: str) -> Engine | None:
+    """The engine ``process(..., engine=name)`` asks for; None for ``"auto"``."""
+    if name == AUTO:
+        return None
     try:
         return Engine(name)
     except ValueError:
-        raise PipelineError(f"engine must be one of {[e.value for e in Engine]}, not "
-                            f"{name!r}") from None
+        raise PipelineError(f"engine must be one of {[AUTO, *(e.value for e in Engine)]}, "
+                            f"not {name!r}") from None
 
 
 def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
@@ -96,28 +91,28 @@ def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
     if consumer is Consumer.DATAFRAME:
         return DATAFRAME_REASON
     if facts.timers:
-        return Choice(ExecutionPath.PARTITIONED, "a streamed broadcast side and event-time "
+        return Choice(Engine.MICRO_BATCH, "a streamed broadcast side and event-time "
                       "timers: broadcast applied once per micro-batch on the driver, main rows "
                       "repartitioned by subtask; a no-op aggregate in the query makes Spark "
                       "run a micro-batch when the watermark moves, so due timers fire "
                       "without more input")
     if not facts.per_subtask_state:
-        return Choice(ExecutionPath.STREAMED, "a streamed broadcast side and no state per "
+        return Choice(Engine.MICRO_BATCH, "a streamed broadcast side and no state per "
                       "subtask: broadcast applied once per micro-batch on the driver, main "
                       "rows read where they lie")
-    return Choice(ExecutionPath.PARTITIONED, "a streamed broadcast side and state per subtask "
+    return Choice(Engine.MICRO_BATCH, "a streamed broadcast side and state per subtask "
                   f"({_state_of(facts)}): broadcast applied once per micro-batch on the "
                   "driver, main rows repartitioned by subtask")
 
 
 def _static(facts: PlanFacts) -> Choice | str:
-    if facts.keyed or facts.keyed_state or facts.hold_until_ready:
+    if facts.per_subtask_state:
         return (f"a static broadcast side with state per subtask ({_state_of(facts)}) is not "
                 "on the micro-batch engine yet")
     if facts.static_emits:
         return ("process_broadcast_element emits outputs for the static rows, which every "
                 "task of the micro-batch engine would emit again")
-    return Choice(ExecutionPath.STATELESS, "a static broadcast side and no state: one "
+    return Choice(Engine.MICRO_BATCH, "a static broadcast side and no state: one "
                   "mapInArrow where the main rows lie, no shuffle")
 
 
@@ -141,6 +136,7 @@ def _why_not_streamed(facts: PlanFacts) -> str:
 
 def _state_of(facts: PlanFacts) -> str:
     kinds = [name for name, has in (("keyed", facts.keyed or facts.keyed_state),
+                                    ("timers", facts.timers),
                                     ("hold_until_ready", facts.hold_until_ready),
                                     ("event-time alignment", facts.event_aligned)) if has]
     return ", ".join(kinds)
