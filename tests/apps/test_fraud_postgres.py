@@ -16,7 +16,7 @@ from tests.apps.fraud_demo import run_fraud_demo
 @pytest.mark.spark
 def test_the_postgres_demo_runs_end_to_end(tmp_path: Path) -> None:
     out = run_fraud_demo("postgres", tmp_path / "work")
-    assert "OK: 800 transactions, each decided exactly once" in out
+    assert "OK: 200 transactions, each decided exactly once" in out
     assert "rules versions [3, 6]" in out  # before and after the UPDATE, nothing in between
     assert "rejected rule broken" in out
     assert "trusted-grocery (v8, deleted)" in out

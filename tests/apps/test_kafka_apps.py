@@ -16,11 +16,12 @@ from tests.sources.test_kafka_topic import topic_name
 
 pytestmark = pytest.mark.spark
 
-#: the app, its generator's sizes, the event id and the fields that say which version answered
+#: the app, its generator's sizes, the event id and the fields that say which version answered;
+#: three steps: the first versions, the update, and (models) the rejected version after it
 CASES = {
-    "models": (dict(files=4, per_file=30, n_products=40), "event_id",
+    "models": (dict(files=3, per_file=30, n_products=40), "event_id",
                ("model_version", "product_version", "user_version")),
-    "flags": (dict(files=4, per_file=30), "request_id",
+    "flags": (dict(files=3, per_file=30), "request_id",
               ("flags", "variant", "recommendations", "config_version")),
 }
 

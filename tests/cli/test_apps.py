@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sparkcast.apps import APP_NAMES
+from sparkcast.apps import APP_NAMES, get_app
 from sparkcast.cli import build_parser, main
 
 
@@ -29,6 +29,16 @@ def test_generate_writes_reproducible_json_lines(app, tmp_path, capsys):
         if name.suffix == ".json":
             for line in (tmp_path / "a" / name).read_text().splitlines():
                 assert isinstance(json.loads(line), dict)
+
+
+@pytest.mark.parametrize("app", APP_NAMES)
+def test_files_sets_how_many_event_files_are_generated(app, tmp_path):
+    """The app's own number by default; fewer make a shorter demo (the end-to-end tests')."""
+    assert main(["generate", app, "--out", str(tmp_path / "default")]) == 0
+    assert main(["generate", app, "--out", str(tmp_path / "two"), "--files", "2"]) == 0
+    assert len(list((tmp_path / "default" / "events").iterdir())) == get_app(app).files
+    assert len(list((tmp_path / "two" / "events").iterdir())) == 2
+    assert len(list((tmp_path / "two" / "broadcast").iterdir())) >= 2  # the update midway
 
 
 def test_model_artifacts_are_npz_files(tmp_path):
@@ -79,7 +89,7 @@ def test_the_demo_terminal_output_has_no_worker_banners_and_no_warn_flood(tmp_pa
 
     run = subprocess.run(
         [sys.executable, "-m", "sparkcast.cli", "demo", "fraud", "--scale", "1",
-         "--step-seconds", "0.5", "--workdir", str(tmp_path)],
+         "--files", "2", "--step-seconds", "0.5", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=900, check=False)
     text = run.stdout + run.stderr
     assert run.returncode == 0, text[-3000:]

@@ -58,6 +58,7 @@ MISTAKES = {
     "missing archive": (["run", "fraud", "--archive", "env.tar.gz"],
                         "--archive env.tar.gz does not exist"),
     "bad port": (["demo", "--metrics-port", "70000"], "--metrics-port must be a port"),
+    "one file": (["demo", "--files", "1"], "--files must be 2 or more"),
     "missing checkpoint": (["state", "show", "/no/checkpoint"], "does not exist"),
     "bad rescale": (["state", "rescale", "a", "b", "--parallelism", "0"], "--parallelism"),
     "bad url": (["report", "--url", "localhost:9108", "--html", "x.html"], "--url takes"),

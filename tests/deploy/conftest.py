@@ -1,9 +1,11 @@
-"""Servers for the deployment tests: a local S3-compatible endpoint (moto), on 127.0.0.1 only."""
+"""Servers for the deployment tests, on 127.0.0.1 only: a local S3-compatible endpoint (moto)
+and one Spark standalone cluster for the run."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -40,3 +42,18 @@ def s3_store(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
     Spark's Python workers need no environment)."""
     return (f"s3://testing:testing@sparkcast/{request.node.name}"
             f"?endpoint_override={s3_endpoint}&scheme=http&region=us-east-1")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One standalone cluster (``tests.deploy.cluster``: a master and two one-core workers) for
+    every test that submits to one; starting it costs some 15-30 s here. An application's
+    executors end with it, so each test's driver finds the workers free."""
+    from tests.deploy.cluster import Cluster
+
+    running = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()

@@ -13,7 +13,6 @@ import subprocess
 import tarfile
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,6 @@ from tests.deploy.cluster import SPARK_HOME, Cluster, pack_environment, spark_en
 
 pytestmark = pytest.mark.spark
 JOB_SECONDS = 420
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(tmp_path_factory.mktemp("cluster"))
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
 
 
 def write_inputs(data: Path) -> None:

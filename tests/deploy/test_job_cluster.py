@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tarfile
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,22 +19,12 @@ import pytest
 from examples import enrich_job
 from sparkcast.spark import read_output
 from tests.cli.test_jobs import EXAMPLE, expected_enrichment
-from tests.deploy.cluster import SPARK_HOME, Cluster, pack_environment, spark_env
+from tests.deploy.cluster import SPARK_HOME, pack_environment, spark_env
 
 pytestmark = pytest.mark.spark
 RUN_SECONDS = 600
 SHARE = ["--conf", "spark.executor.memory=1g", "--conf", "spark.executor.cores=1",
          "--conf", "spark.cores.max=2"]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    running = Cluster(tmp_path_factory.mktemp("job-cluster"))
-    try:
-        running.start()
-        yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture(scope="module")

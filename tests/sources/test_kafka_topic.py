@@ -294,7 +294,7 @@ def test_a_broker_restarted_mid_run_loses_nothing_and_repeats_nothing(
     try:
         query.processAllAvailable()
         kafka_broker.stop()
-        time.sleep(8)  # the query's next triggers find no broker
+        _wait_getting_offsets(query)  # a trigger finds no broker
         kafka_broker.start()
         kafka_broker.produce(events, [(f"u{i % 5}", {"user": f"u{i % 5}", "amount": float(i)})
                                       for i in range(20, 45)])
@@ -314,6 +314,21 @@ def test_a_broker_restarted_mid_run_loses_nothing_and_repeats_nothing(
     for user in counts:
         assert sorted(n for u, n, _ in rows if u == user) == list(range(1, 10))
     assert sorted(s for _, _, s in rows) == [float(i) for i in range(45)]
+
+
+def _wait_getting_offsets(query, seconds: float = 2.0, timeout: float = 60.0) -> None:
+    """Until a trigger has been asking the (stopped) broker for offsets for ``seconds``, or the
+    query has failed."""
+    deadline, since = time.monotonic() + timeout, None
+    while query.isActive and time.monotonic() < deadline:
+        if not query.status["message"].startswith("Getting offsets"):
+            since = None
+        elif since is None:
+            since = time.monotonic()
+        elif time.monotonic() - since >= seconds:
+            return
+        time.sleep(0.1)
+    assert not query.isActive, f"no trigger asked for offsets in {timeout:.0f} s"
 
 
 def _collect(spark, frame, tmp_path, name: str) -> list:

@@ -7,7 +7,7 @@ process dies), a keyed counter (``partitioned``: the path the planner picks for 
 forced onto the stateful operator path) or a non-keyed check (``streamed``: the
 streamed-broadcast path), and exits when the input is processed. The test
 kills it with SIGKILL mid-batch and restarts it from the same checkpoint; ``expected`` replays
-the same micro-batches through the harness.
+the same micro-batches through the harness; ``write`` runs it in a session the caller owns.
 """
 
 from __future__ import annotations
@@ -100,9 +100,19 @@ def expected(path: str) -> tuple[Counter, Counter]:
 
 
 def run(base: Path, path: str) -> None:
-    from sparkcast.spark import Stream, session
+    """The pipeline in a session of its own (the process the test kills), stopped at the end."""
+    from sparkcast.spark import session
 
     spark = session("local[2]", "sparkcast-faults", conf={"spark.sql.shuffle.partitions": "2"})
+    write(spark, base, path)
+    spark.stop()
+
+
+def write(spark: Any, base: Path, path: str) -> None:
+    """The pipeline to the end of its input in ``spark``; a last, unkilled run from the
+    checkpoint runs this way in the test's own session (no second JVM to start)."""
+    from sparkcast.spark import Stream
+
     reader = spark.readStream.option("maxFilesPerTrigger", 1)
     main = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
     bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
@@ -116,8 +126,11 @@ def run(base: Path, path: str) -> None:
     query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                 trigger={"availableNow": True})
     query.awaitTermination()
-    spark.stop()
 
 
 if __name__ == "__main__":
-    run(Path(sys.argv[1]), sys.argv[2])
+    # run under the module's own name, not __main__: the checkpoint records the function's
+    # class (tests.spark.fault_pipeline.Ledger), which a restart in the test's session matches
+    from tests.spark import fault_pipeline
+
+    fault_pipeline.run(Path(sys.argv[1]), sys.argv[2])

@@ -3,7 +3,8 @@ each with a side output and dead letters (a raising element, a malformed line).
 
 ``python -m tests.spark.sink_pipeline <base> <kind> <jdbc url> <user>`` runs one with ``jdbc`` sinks
 for every output (``availableNow``, micro-batch i = input file i) and exits; the SIGKILL test
-kills it between the database's commit and Spark's. ``expected`` gives the harness's outputs.
+kills it between the database's commit and Spark's and restarts it in its own session
+(``write_jdbc``). ``expected`` gives the harness's outputs.
 """
 
 from __future__ import annotations
@@ -148,18 +149,27 @@ def jdbc_sinks(url: str, properties: dict[str, str]) -> dict[str, Any]:
 
 
 def run(base: Path, kind: str, url: str, user: str) -> None:
+    """``write_jdbc`` in a session of its own (the process the test kills), stopped at the end."""
     from sparkcast.spark import session
     from sparkcast.testing.postgres import jdbc_jar
 
     spark = session("local[2]", "sparkcast-sink-faults",
                     conf={"spark.sql.shuffle.partitions": "2", "spark.jars": str(jdbc_jar())})
-    result = build(spark, base, kind)
-    query = result.write_stream(checkpoint_location=str(base / "checkpoint"),
-                                sinks=jdbc_sinks(url, {"user": user}),
-                                trigger={"availableNow": True})
-    query.awaitTermination()
+    write_jdbc(spark, base, kind, url, user)
     spark.stop()
 
 
+def write_jdbc(spark: Any, base: Path, kind: str, url: str, user: str) -> None:
+    """The pipeline to the end of its input with ``jdbc`` sinks, in ``spark``."""
+    query = build(spark, base, kind).write_stream(
+        checkpoint_location=str(base / "checkpoint"), sinks=jdbc_sinks(url, {"user": user}),
+        trigger={"availableNow": True})
+    query.awaitTermination()
+
+
 if __name__ == "__main__":
-    run(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4])
+    # under the module's own name, not __main__: the checkpoint records the function's class
+    # (tests.spark.sink_pipeline.KeyedScale), which a restart in the test's session matches
+    from tests.spark import sink_pipeline
+
+    sink_pipeline.run(Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4])

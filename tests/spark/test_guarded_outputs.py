@@ -154,9 +154,6 @@ CommitLog._publish = publish_then_die
 from tests.spark import fault_pipeline
 fault_pipeline.run(Path(sys.argv[1]), "partitioned")
 """
-#: the same function class as the killed run's (``tests.spark.fault_pipeline.Ledger``)
-RESTART = ("import sys; from pathlib import Path; from tests.spark import fault_pipeline; "
-           "fault_pipeline.run(Path(sys.argv[1]), 'partitioned')")
 
 
 def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_sees(
@@ -177,9 +174,7 @@ def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_see
     before = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
     assert sum(_main_files(out).values()) > sum(before.values())  # the orphans are visible
 
-    done = subprocess.run([sys.executable, "-c", RESTART, str(tmp_path)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+    fault_pipeline.write(spark, tmp_path, "partitioned")  # the restart, in this session
     main, _ = fault_pipeline.expected("partitioned")
     written = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
     assert written == main

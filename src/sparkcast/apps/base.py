@@ -49,7 +49,9 @@ class App:
     ``version_column`` names the output column that says which broadcast state version made
     each output (the demo shows when every subtask switches); ``per_event_outputs`` are the
     outputs that together hold exactly one row per input event (how the demo proves nothing was
-    lost; empty when outputs are not one per event, as for pattern matches)."""
+    lost; empty when outputs are not one per event, as for pattern matches).
+    ``generate(seed, scale, files)`` gives ``files`` event files (the demo's steps: ``files``
+    unless ``--files`` says otherwise), ``scale`` sizing each, the broadcast update midway."""
 
     name: str
     title: str
@@ -58,7 +60,7 @@ class App:
     events_schema: str
     broadcast_schema: str
     output_schema: str
-    generate: Callable[[int, int], list[Drop]]
+    generate: Callable[[int, int, int], list[Drop]]
     side_outputs: tuple[OutputTag, ...] = ()
     key_by: tuple[str, ...] = ()
     order_by: str | None = "seq"
@@ -68,6 +70,7 @@ class App:
     show_columns: tuple[str, ...] = ()
     update_note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    files: int = 6
 
     def output_names(self) -> list[str]:
         return ["main", *[t.tag_id for t in self.side_outputs], "dead_letters"]

@@ -121,7 +121,7 @@ APP = App(
     events_schema=EVENTS_SCHEMA,
     broadcast_schema=BROADCAST_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
-    generate=lambda seed, scale: generate(seed, per_file=100 * scale),
+    generate=lambda seed, scale, files: generate(seed, files, per_file=100 * scale),
     side_outputs=(UNKNOWN,),
     hold_until_ready=((CATALOG_VERSION, "version"),),
     version_column="catalog_version",

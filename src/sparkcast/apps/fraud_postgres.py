@@ -123,14 +123,15 @@ def decided(db: PostgresDatabase) -> int:
                         "(SELECT count(*) FROM fraud_reviews)")[0][0])
 
 
-def run_postgres_demo(*, seed: int = 7, scale: int = 2, step_seconds: float = 4.0,
-                      timeout: float = 300.0, parallelism: int = 2, workdir: Path | None = None,
-                      out: TextIO | None = None, spark: Any = None) -> DemoReport:
+def run_postgres_demo(*, seed: int = 7, scale: int = 2, files: int | None = None,
+                      step_seconds: float = 4.0, timeout: float = 300.0, parallelism: int = 2,
+                      workdir: Path | None = None, out: TextIO | None = None,
+                      spark: Any = None) -> DemoReport:
     """Start PostgreSQL and the query, let transactions arrive and the rules change, stop when
     every transaction is decided (or after ``timeout``), report, stop PostgreSQL."""
     out = out or sys.stdout
     began = time.monotonic()
-    drops = [d for d in APP.generate(seed, scale) if d.folder == EVENTS]
+    drops = [d for d in APP.generate(seed, scale, files or APP.files) if d.folder == EVENTS]
     expected = sum(len(d.rows) for d in drops)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sparkcast-fraud-pg-"))
     (root / EVENTS).mkdir(parents=True, exist_ok=True)

@@ -110,14 +110,14 @@ def run_app(app: App, events: Path, broadcast: Path, output: Path, checkpoint: P
     return RunReport(tracker, progress, lines, ok, time.monotonic() - began)
 
 
-def run_demo(app: App, *, seed: int = 7, scale: int = 2, step_seconds: float = 4.0,
-             timeout: float = 300.0, workdir: Path | None = None,
+def run_demo(app: App, *, seed: int = 7, scale: int = 2, files: int | None = None,
+             step_seconds: float = 4.0, timeout: float = 300.0, workdir: Path | None = None,
              settings: RunSettings | None = None,
              out: TextIO | None = None, spark: Any = None) -> RunReport:
     """Files appear every ``step_seconds`` (the broadcast update in the middle) while the query
     runs; it stops once every generated event is accounted for, or after ``timeout``."""
     out = out or sys.stdout
-    drops = app.generate(seed, scale)
+    drops = app.generate(seed, scale, files or app.files)
     expected = event_count(drops)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"sparkcast-{app.name}-"))
     for folder in (EVENTS, BROADCAST, ARTIFACTS):

@@ -96,7 +96,7 @@ APP = App(
     events_schema=EVENTS_SCHEMA,
     broadcast_schema=BROADCAST_SCHEMA,
     output_schema=OUTPUT_SCHEMA,
-    generate=lambda seed, scale: generate(seed, per_file=60 * scale),
+    generate=lambda seed, scale, files: generate(seed, files, per_file=60 * scale),
     key_by=("color",),
     hold_until_ready=((RULES_VERSION, "version"),),
     version_column="rules_version",

@@ -42,6 +42,8 @@ def add_commands(commands: Any) -> None:
     demo.add_argument("--seed", type=int, default=7, help="data generator seed (default 7)")
     demo.add_argument("--scale", type=int, default=2,
                       help="events per file, in hundreds (default 2)")
+    demo.add_argument("--files", type=int,
+                      help="event files, one per step (default: the app's, 6 or 8)")
     demo.add_argument("--step-seconds", type=float, default=4.0,
                       help="seconds between two generated files (default 4)")
     demo.add_argument("--timeout", type=float, default=300.0,
@@ -66,6 +68,8 @@ def add_commands(commands: Any) -> None:
     generate.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     generate.add_argument("--scale", type=int, default=1,
                           help="events per file, in hundreds (default 1)")
+    generate.add_argument("--files", type=int,
+                          help="event files (default: the app's, 6 or 8)")
 
     run = commands.add_parser(
         "run", help="run an application or your own job file until stopped (restartable)",
@@ -160,7 +164,7 @@ def _generate(args: argparse.Namespace) -> int:
     from sparkcast.apps.base import write_drops
 
     app = get_app(args.app)
-    counts = write_drops(args.out, app.generate(args.seed, args.scale))
+    counts = write_drops(args.out, app.generate(args.seed, args.scale, args.files or app.files))
     print(f"{app.name}: wrote " + ", ".join(f"{n} rows to {args.out / folder}"
                                             for folder, n in sorted(counts.items()) if n))
     print(f"run it: sparkcast run {app.name} --events {args.out / 'events'} "
@@ -174,7 +178,7 @@ def _demo(args: argparse.Namespace, settings: object) -> int:
 
     if args.postgres or args.kafka:
         return _external_demo(args)
-    report = run_demo(get_app(args.app), seed=args.seed, scale=args.scale,
+    report = run_demo(get_app(args.app), seed=args.seed, scale=args.scale, files=args.files,
                       step_seconds=args.step_seconds, timeout=args.timeout,
                       workdir=args.workdir, settings=settings,  # type: ignore[arg-type]
                       out=sys.stdout if not args.no_view else _Quiet())
@@ -195,8 +199,9 @@ def _external_demo(args: argparse.Namespace) -> int:
     else:
         from sparkcast.apps.fraud_kafka import run_kafka_demo as run_external
 
-    report = run_external(seed=args.seed, scale=args.scale, step_seconds=args.step_seconds,
-                          timeout=args.timeout, parallelism=args.parallelism,
+    report = run_external(seed=args.seed, scale=args.scale, files=args.files,
+                          step_seconds=args.step_seconds, timeout=args.timeout,
+                          parallelism=args.parallelism,
                           workdir=args.workdir, out=sys.stdout if not args.no_view else _Quiet())
     print("\n".join(report.lines))
     print(f"  finished in {report.seconds:.0f} s")

@@ -47,6 +47,7 @@ def _numbers(args: argparse.Namespace) -> None:
     at_least(get("state_buckets"), 1, "--state-buckets")
     at_least(get("max_files_per_trigger"), 0, "--max-files-per-trigger")
     at_least(get("scale"), 1, "--scale")
+    at_least(get("files"), 2, "--files")
     at_least(get("step_seconds"), 0, "--step-seconds")
     for name in ("trigger_seconds", "duration", "timeout", "refresh_seconds"):
         at_least(get(name), 0, "--" + name.replace("_", "-"), strict=True)
