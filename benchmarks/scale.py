@@ -202,7 +202,7 @@ class Sampler:
 
 def run_point(point: dict) -> dict:
     """One point in this process (a fresh session): its rates, memory and checkpoint size."""
-    from spark_systems import checked, requested
+    from spark_systems import checked
 
     from sparkcast.spark import Stream, session
 
@@ -224,7 +224,7 @@ def run_point(point: dict) -> dict:
     engine = point.get("engine", "micro_batch")
     result = Stream(main).key_by("user").connect(Stream(updates).broadcast(dim)).process(
         function, output_schema="user int, count long, weight double", parallelism=p,
-        engine=requested(engine))
+        engine=engine)
     checked(result, engine)
     tmp = Path(tempfile.mkdtemp(prefix="sparkcast-scale-"))
     checkpoint, out = tmp / "checkpoint", tmp / "out"

@@ -226,14 +226,6 @@ LATENCY_FUNCTIONS = {"element": Versioned, "batch": VersionedBatch, "keyed": Key
 W5_USERS = 10_000  # the keyed W5 forms' users (key = rate value mod this)
 
 
-def requested(engine: str) -> str:
-    """``process(engine=...)`` for a system on ``engine`` (``"micro_batch"`` or
-    ``"operator"``). The micro-batch engine is asked for as ``"auto"``, its choice for every
-    query here, and checked with ``checked``: with ``engine="micro_batch"``,
-    ``result.explain()`` raises, since the ``result.main`` half of its answer cannot be."""
-    return "operator" if engine == "operator" else "auto"
-
-
 def engine_of(result, consumer: str = "query") -> str:
     """The engine ``result`` runs on as ``result.explain()`` says: its own query's
     (``write_stream``, ``sinks=``, ``foreach_batch``) or, with ``consumer="dataframes"``, that
@@ -479,7 +471,7 @@ class Runner:
             stream = stream.key_by("user")
         result = stream.connect(Stream(updates).broadcast(desc)).process(
             cls(), output_schema=OUTPUT_SCHEMAS[workload], parallelism=parallelism,
-            engine=requested(engine), event_time="ts" if timed else None)
+            engine=engine, event_time="ts" if timed else None)
         checked(result, engine)
         out = self.tmp / f"out-{self.jobs}"
         query = result.write_stream(str(out), self._checkpoint(), trigger={"availableNow": True})
@@ -852,7 +844,7 @@ class Runner:
         connected = stream.connect(Stream(bcast).broadcast(SESSION if timed else VERSION))
         result = connected.process(
             LATENCY_FUNCTIONS[mode](), output_schema=LATENCY_SCHEMAS[mode], parallelism=2,
-            engine=requested(engine), event_time="ts" if timed else None)
+            engine=engine, event_time="ts" if timed else None)
         checked(result, engine, "dataframes" if by_main else "query")
 
         def each(df, batch_id):
@@ -894,7 +886,7 @@ class Runner:
         events, rules = fraud_pipeline.inputs(n, per_batch)
         result = fraud_pipeline.build(self.spark, self.spark.readStream.schema(
             fraud_pipeline.APP.events_schema).option("maxFilesPerTrigger", 1).json(str(events)),
-            rules, engine=requested(engine))
+            rules, engine=engine)
         checked(result, engine)
         out = self.tmp / f"out-{self.jobs}"
         start = time.perf_counter()
@@ -928,7 +920,7 @@ class Runner:
                         lambda ms: [fraud_pipeline.probe_rule(k)])
 
         result = fraud_pipeline.build(self.spark, fraud_pipeline.rate_transactions(
-            self.spark, rate), str(rules), max_files=None, engine=requested(engine))
+            self.spark, rate), str(rules), max_files=None, engine=engine)
         checked(result, engine)
         out = base / "out"
         stop = threading.Event()
