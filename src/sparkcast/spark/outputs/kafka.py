@@ -84,7 +84,7 @@ class KafkaSink:
     def _topics(self, where: str) -> set[str]:
         admin = client().admin.AdminClient(self.settings)
         try:
-            return set(admin.list_topics(timeout=30).topics)
+            return set(admin.list_topics(timeout=_metadata_timeout(self.settings)).topics)
         except Exception as error:
             raise SinkError(f"{where}: cannot reach the Kafka cluster ({_reason(error)}); start "
                             "it, or correct bootstrap_servers and the options") from error
@@ -164,3 +164,9 @@ def _reason(error: BaseException) -> str:
     first = error.args[0] if error.args else error
     text = first.str() if hasattr(first, "str") else str(first)
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def _metadata_timeout(settings: dict[str, Any]) -> float:
+    """Seconds to wait for the cluster's topics at start: the client's own request timeout
+    (``socket.timeout.ms``) when the options set one, else 30 s."""
+    return min(30.0, int(settings.get("socket.timeout.ms", 30_000)) / 1000)
