@@ -24,7 +24,14 @@ def facts(broadcast: BroadcastSide = STREAMED, **flags: Any) -> PlanFacts:
 
 KINDS = {  # kind: (facts, the path a write_stream query takes, result.main's path)
     "static, no state": (facts(STATIC), "stateless", "stateless"),
-    "static, keyed": (facts(STATIC, keyed=True), "operator", "operator"),
+    "static, keyed": (facts(STATIC, keyed=True), "partitioned", "operator"),
+    "static, hold_until_ready": (facts(STATIC, hold_until_ready=True), "partitioned",
+                                 "operator"),
+    "static, keyed, event-time timers": (facts(STATIC, keyed=True, timers=True,
+                                               event_time=True), "partitioned", "operator"),
+    "static, keyed, seeded": (facts(STATIC, keyed=True, seeded=True), "operator", "operator"),
+    "static, event-aligned without state": (facts(STATIC, event_aligned=True), "stateless",
+                                            "stateless"),
     "static, broadcast emits": (facts(STATIC, static_emits=True), "operator", "operator"),
     "streamed, no state": (facts(), "streamed", "operator"),
     "streamed, keyed": (facts(keyed=True), "partitioned", "operator"),
@@ -36,9 +43,17 @@ KINDS = {  # kind: (facts, the path a write_stream query takes, result.main's pa
                                                 "operator"),
     "streamed, seeded without state": (facts(seeded=True), "operator", "operator"),
     "streamed, keyed, seeded": (facts(keyed=True, seeded=True), "partitioned", "operator"),
-    "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), "operator", "operator"),
+    "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), "partitioned",
+                             "operator"),
+    "KeyedProcessFunction, event-time timers": (
+        facts(BroadcastSide.NONE, keyed=True, timers=True, event_time=True), "partitioned",
+        "operator"),
+    "KeyedProcessFunction, processing-time timers": (
+        facts(BroadcastSide.NONE, keyed=True, timers=True), "operator", "operator"),
+    "KeyedProcessFunction, batch input": (
+        facts(BroadcastSide.NONE, keyed=True, main_streaming=False), "operator", "operator"),
     "KeyedCoProcessFunction": (facts(BroadcastSide.NONE, keyed=True, second_input=True),
-                               "operator", "operator"),
+                               "partitioned", "operator"),
     "batch inputs, keyed": (facts(BroadcastSide.BATCH, keyed=True, main_streaming=False),
                             "operator", "operator"),
     "Spark Connect, keyed": (facts(keyed=True, connect=True), "operator", "operator"),
@@ -71,8 +86,17 @@ def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
     assert "processing-time timers" in choose(facts(keyed=True, timers=True)).reason
     assert "no-op aggregate" in choose(facts(keyed=True, timers=True, event_time=True)).reason
     assert "Spark Connect" in choose(facts(keyed=True, connect=True)).reason
-    assert "KeyedCoProcessFunction" in choose(
-        facts(BroadcastSide.NONE, keyed=True, second_input=True)).reason
+    co = choose(facts(BroadcastSide.NONE, keyed=True, second_input=True))
+    assert "KeyedCoProcessFunction (no broadcast side)" in co.reason
+    assert "no broadcast work on the driver" in co.reason
+    assert "ProcessingTime mode" in choose(facts(BroadcastSide.NONE, keyed=True,
+                                                 timers=True)).reason
+    static = choose(facts(STATIC, keyed=True)).reason
+    assert "static rows applied once on the driver" in static
+    assert "initial_state with a static broadcast side" in choose(
+        facts(STATIC, keyed=True, seeded=True)).reason
+    assert "state store" in choose(facts(BroadcastSide.NONE, keyed=True),
+                                   consumer=Consumer.DATAFRAME).reason
     assert "write_stream" in choose(facts(), consumer=Consumer.DATAFRAME).reason
     with pytest.raises(PipelineError, match="result.main"):
         choose(facts(keyed=True), "micro_batch", consumer=Consumer.DATAFRAME)
@@ -135,15 +159,15 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     seen["keyed co-process"] = keyed.connect(other).process(Join(), "k string, n long").explain()
     assert {name: (e.engine.value, e.path.value) for name, e in seen.items()} == {
         "counter": ("micro_batch", "partitioned"),
-        "counter static": ("operator", "operator"),
+        "counter static": ("micro_batch", "partitioned"),
         "hold": ("micro_batch", "partitioned"),
-        "hold static": ("operator", "operator"),
+        "hold static": ("micro_batch", "partitioned"),
         "timers": ("micro_batch", "partitioned"),
-        "timers static": ("operator", "operator"),
+        "timers static": ("micro_batch", "partitioned"),
         "enrich": ("micro_batch", "streamed"),
         "enrich static": ("micro_batch", "stateless"),
-        "keyed process": ("operator", "operator"),
-        "keyed co-process": ("operator", "operator"),
+        "keyed process": ("micro_batch", "partitioned"),
+        "keyed co-process": ("micro_batch", "partitioned"),
     }
     printed = capsys.readouterr().out
     assert printed.count("engine: ") == len(seen)
@@ -155,6 +179,10 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     assert "timers" in seen["timers"].reason and "timers" not in seen["counter"].reason
     assert "the clock" in seen["timers"].cost and "clock" not in seen["counter"].cost
     assert "second keyed side" in str(seen["keyed co-process"])
+    assert "only reading its clocks" in seen["keyed co-process"].cost
+    assert "broadcast side:" not in str(seen["keyed process"])
+    assert "snapshot -1" in seen["counter static"].cost
+    assert "a restart keeps it" in str(seen["counter static"])
 
 
 @pytest.mark.spark

@@ -141,7 +141,7 @@ def test_each_plan_takes_the_partitioned_path_where_it_is_correct(spark, tmp_pat
     assert result.plan.path == path
     static = process(program, main, spark.createDataFrame([], program.broadcast_schema), 2,
                      **options)
-    assert static.plan.path == "operator"  # a static broadcast side: nothing to apply per batch
+    assert static.explain().path == "partitioned"  # the static rows applied once, as -1
 
 
 # ---------------------------------------------------------------------------- the outputs

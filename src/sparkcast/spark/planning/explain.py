@@ -29,9 +29,9 @@ _COST = {
     ExecutionPath.STREAMED: "main rows cross to Python once, no shuffle; broadcast applied once "
                             "per micro-batch on the driver (a snapshot in the checkpoint when "
                             "it changed); one extra job collects the broadcast rows",
-    ExecutionPath.PARTITIONED: "main rows cross to Python once after one shuffle; broadcast "
-                               "applied once per micro-batch on the driver; keyed state in "
-                               "SQLite per subtask, a delta per micro-batch in the checkpoint",
+    ExecutionPath.PARTITIONED: "main rows cross to Python once after one shuffle; {driver}; "
+                               "keyed state in SQLite per subtask, a delta per micro-batch in "
+                               "the checkpoint",
 }
 
 
@@ -66,8 +66,20 @@ def explanation(plan: RuntimePlan, query: Choice, dataframes: Choice) -> Explana
         cost=_cost(plan, query.path), dataframes=dataframes)
 
 
+#: the partitioned path's work on the driver, by broadcast side
+_DRIVER = {
+    BroadcastSide.NONE: "no broadcast side: the driver's work per micro-batch is only reading "
+                        "its clocks",
+    BroadcastSide.STATIC: "the static rows applied once on the driver, at the checkpoint's "
+                          "first micro-batch, into snapshot -1 that every task reads",
+}
+
+
 def _cost(plan: RuntimePlan, path: ExecutionPath) -> str:
-    cost = _COST[path].format(p=plan.parallelism)
+    assert plan.facts is not None
+    driver = _DRIVER.get(plan.facts.broadcast,
+                         "broadcast applied once per micro-batch on the driver")
+    cost = _COST[path].format(p=plan.parallelism, driver=driver)
     if path is ExecutionPath.PARTITIONED and plan.time_mode == "EventTime":
         cost += ("; event-time timers: the clock (a no-op count) scans the main rows a second "
                  "time, and Spark runs a no-data micro-batch when the watermark moves")
@@ -87,14 +99,21 @@ def _sides(facts: PlanFacts, path: ExecutionPath) -> tuple[tuple[str, str], ...]
 
 def _broadcast(side: BroadcastSide, path: ExecutionPath) -> str:
     if side is BroadcastSide.STATIC:
-        return ("static: its rows are collected once on the driver and travel with the plan; "
-                + ("each Python worker applies them once" if path is ExecutionPath.STATELESS
-                   else "every subtask applies them before its first main element"))
+        return ("static: its rows are collected once on the driver and "
+                + _STATIC_APPLIED.get(path, "travel with the plan; every subtask applies them "
+                                            "before its first main element"))
     if path is ExecutionPath.OPERATOR:
         return ("replicated to every subtask by a cross join and applied by each, in the same "
                 "deterministic order")
     return ("collected on the driver every micro-batch and applied once there, in the "
             "deterministic broadcast order, into the snapshot every task reads")
+
+
+_STATIC_APPLIED = {
+    ExecutionPath.STATELESS: "travel with the plan; each Python worker applies them once",
+    ExecutionPath.PARTITIONED: "applied once there, at the checkpoint's first micro-batch, "
+                               "into the snapshot every subtask reads (a restart keeps it)",
+}
 
 
 def _outputs(plan: RuntimePlan, path: ExecutionPath) -> tuple[tuple[str, str], ...]:

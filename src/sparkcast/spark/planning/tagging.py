@@ -30,12 +30,14 @@ from sparkcast.spark.layout import (
     CORRUPT_SIDE,
     MAIN_SIDE,
     ORDER,
+    SECOND_SIDE,
     SEQ,
     SIDE,
     SUBTASK,
     TS,
     broadcast_column,
     main_column,
+    second_column,
 )
 from sparkcast.spark.plan import RuntimePlan
 
@@ -47,20 +49,22 @@ def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
                          for i, c in enumerate(main.columns)])
 
 
-def streamed_input(main: DataFrame, broadcast: Any, corrupt: DataFrame | None,
-                   event_time: str | None, clocked: bool = False) -> DataFrame:
-    """Both inputs (and malformed rows) in one streaming frame, told apart by ``_side``;
-    ``clocked``: with the ``clock`` of event-time timers."""
-    df: DataFrame = broadcast.df
-    order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
-    frames = [
-        main.select(F.lit(MAIN_SIDE).cast("byte").alias(SIDE),
-                    millis(main, event_time).alias(TS),
-                    *[F.col(f"`{c}`").alias(main_column(i)) for i, c in enumerate(main.columns)]),
-        df.select(F.lit(BROADCAST_SIDE).cast("byte").alias(SIDE),
-                  millis(df, event_time).alias(TS), order.alias(ORDER),
-                  *[F.col(f"`{c}`").alias(broadcast_column(i)) for i, c in enumerate(df.columns)]),
-    ]
+def streamed_input(main: DataFrame, broadcast: Any | None, corrupt: DataFrame | None,
+                   event_time: str | None, clocked: bool = False,
+                   second: DataFrame | None = None) -> DataFrame:
+    """The micro-batch engine's input: every input (and the malformed rows) in one streaming
+    frame, told apart by ``_side``: the main rows, the broadcast rows of a streamed broadcast
+    side (None: a static side or none), a co-function's ``second`` keyed input; ``clocked``:
+    with the ``clock`` of event-time timers."""
+    frames = [_side_frame(main, MAIN_SIDE, main_column, event_time)]
+    if broadcast is not None:
+        df: DataFrame = broadcast.df
+        order = (F.col(f"`{broadcast.order_by}`") if broadcast.order_by
+                 else F.lit(None).cast("long"))
+        frames.append(_side_frame(df, BROADCAST_SIDE, broadcast_column, event_time,
+                                  order.alias(ORDER)))
+    if second is not None:
+        frames.append(_side_frame(second, SECOND_SIDE, second_column, event_time))
     if corrupt is not None:
         frames.append(corrupt.select(F.lit(CORRUPT_SIDE).cast("byte").alias(SIDE), "*"))
     if clocked:
@@ -69,6 +73,13 @@ def streamed_input(main: DataFrame, broadcast: Any, corrupt: DataFrame | None,
     for frame in frames[1:]:
         union = union.unionByName(frame, allowMissingColumns=True)
     return union
+
+
+def _side_frame(df: DataFrame, side: int, column: Any, event_time: str | None,
+                *extra: Any) -> DataFrame:
+    """``df`` as ``_side, _ts, [extra], <column(0)> …``: its fields renamed by position."""
+    return df.select(F.lit(side).cast("byte").alias(SIDE), millis(df, event_time).alias(TS),
+                     *extra, *[F.col(f"`{c}`").alias(column(i)) for i, c in enumerate(df.columns)])
 
 
 def clock(main: DataFrame) -> DataFrame:
