@@ -21,9 +21,18 @@ from sparkcast import (
     Row,
     ValueStateDescriptor,
 )
+from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream, read_output
 from sparkcast.testing import KeyedBroadcastHarness
-from tests.spark.differential import read_stream, write_batch_file
+from tests.spark.corpus import COUNTER, HOLD, TIMERS
+from tests.spark.differential import (
+    canon,
+    harness_outputs,
+    process,
+    read_stream,
+    with_watermark,
+    write_batch_file,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -120,3 +129,35 @@ def test_a_static_side_with_keyed_state_matches_the_operator_across_a_restart(sp
         "loaded:('gold', 1)": 1,
         "dead:process_broadcast_element:ValueError: tier broken has a negative limit": 1}
     assert Counter({k: n for k, n in fast.items() if k.startswith("{")}) == _harness_main(4)
+
+
+@pytest.mark.parametrize("program", [COUNTER, HOLD, TIMERS], ids=lambda p: p.name)
+def test_the_keyed_corpus_over_a_static_side_matches_the_harness(spark, tmp_path, program):
+    """The corpus's keyed programs with every broadcast row in a static DataFrame (applied
+    before the first main row), their main rows one file per micro-batch; the timers' last
+    session closes in the clock's no-data micro-batch."""
+    static = [r for b, _ in program.batches for r in b]
+    batches = [(static if i == 0 else [], main) for i, (_, main) in enumerate(program.batches)]
+    for index, (_, main) in enumerate(batches):
+        write_batch_file(tmp_path / "main", index, main)
+    events = read_stream(spark, program.main_schema, tmp_path / "main")
+    result = process(program, with_watermark(events) if program.timers else events,
+                     spark.createDataFrame([tuple(r[f] for f in _names(program.broadcast_schema))
+                                            for r in static], program.broadcast_schema), 3)
+    assert result.explain().path == "partitioned"
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    assert query.exception() is None
+    expected = harness_outputs(program, batches)
+    assert expected["main"]
+    out = str(tmp_path / "out")
+    assert Counter(canon(r.asDict(recursive=True)) for r in read_output(spark, out)
+                   .collect()) == expected["main"]
+    assert Counter(canon({"callback": r["callback"], "error": r["error"]})
+                   for r in read_output(spark, out, "dead_letters").collect()
+                   ) == expected[DEAD_LETTERS.tag_id]
+
+
+def _names(ddl: str) -> list[str]:
+    return [part.split()[0] for part in ddl.split(",")]

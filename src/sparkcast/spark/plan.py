@@ -15,9 +15,11 @@ docs/architecture.md):
   ``write_stream``: one ``foreachBatch`` query that applies each micro-batch's broadcast elements
   once on the driver (``execution/streamed.py``). ``result.main`` of such a plan is the
   operator's;
-* ``PARTITIONED``: the same query for a keyed, ``hold_until_ready`` or event-aligned function:
-  broadcast applied once on the driver, main rows repartitioned by subtask into one
-  ``mapInArrow`` over each subtask's keyed store (``execution/partitioned.py``).
+* ``PARTITIONED``: the same query for a keyed, ``hold_until_ready`` or event-aligned function
+  (over a streamed broadcast side, a static one, or none: ``KeyedProcessFunction``,
+  ``KeyedCoProcessFunction``): broadcast applied once on the driver, main rows repartitioned
+  by subtask into one ``mapInArrow`` over each subtask's keyed store
+  (``execution/partitioned.py``).
 """
 
 from __future__ import annotations
@@ -175,7 +177,7 @@ class RuntimePlan:
     corrupt_input: DataFrame | None = None
     #: the outputs stored as codec text (``ProcessSpec.encoded``)
     encoded: frozenset[str] = frozenset()
-    streamed_input: DataFrame | None = None  # the streamed path's one input
+    streamed_input: DataFrame | None = None  # the micro-batch engine's one input (a union)
     spark: SparkSession | None = None
 
     @property

@@ -1,5 +1,6 @@
 """The partitioned path: keyed functions, ``hold_until_ready`` and event-time alignment over a
-streamed broadcast side, with the broadcast applied once and main rows in Python once.
+streamed broadcast side, a static one or none, with the broadcast applied once and main rows
+in Python once.
 
 The streamed path (``streamed.py``) shares a micro-batch's broadcast work between subtasks, but
 its main side keeps no state. Here every subtask also owns keyed state (and timers, held
@@ -14,6 +15,12 @@ path's one ``foreachBatch`` query; per micro-batch N::
        subtask's rows in (event time, content hash) order against snapshot N and the subtask's
        keyed store at N-1 (``state/keyed_store.py``), and commits the store's delta N;
     3. the writer writes the tagged outputs as micro-batch N, once.
+
+Without a broadcast side (``KeyedProcessFunction``, ``KeyedCoProcessFunction``) step 1 has
+nothing to apply, and a co-function's second input is repartitioned with the main rows by the
+same key hash. A static broadcast side is applied once by the driver, at a new checkpoint's
+first micro-batch, into snapshot ``SEED`` (-1), which every batch reads; its outputs go out
+with that batch, and a restart keeps the snapshot (as the operator keeps its stored state).
 
 Clocks are Spark's own for the batch, read from the offsets log (the watermark and the batch
 time), so a replay sees the same ones. Broadcast elements run in the tasks only where their

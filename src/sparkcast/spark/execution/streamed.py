@@ -6,7 +6,7 @@ shuffled. A non-keyed function's main side only *reads* the broadcast state, so 
 runs it as one ``foreachBatch`` query over the union of both inputs instead
 (``outputs/streamed_writer.py`` writes what this module builds)::
 
-    union(main _side 0, broadcast _side 1, malformed _side 2) ─ foreachBatch(batch N):
+    union(main _side 0, broadcast _side 1, malformed _side 5) ─ foreachBatch(batch N):
       1. collect the broadcast rows; apply them once, on the driver, in the deterministic
          broadcast order, to the state after batch N-1 (``state/snapshots.py``), and write the
          state of batch N into the checkpoint before any main row runs (``BroadcastApplier``);
