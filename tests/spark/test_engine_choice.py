@@ -39,8 +39,8 @@ KINDS = {  # kind: (facts, the path a write_stream query takes, result.main's pa
     "streamed, event-aligned": (facts(event_aligned=True), "partitioned", "operator"),
     "streamed, keyed, event-time timers": (facts(keyed=True, timers=True, event_time=True),
                                            "partitioned", "operator"),
-    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True), "operator",
-                                                "operator"),
+    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True),
+                                                "partitioned", "operator"),
     "streamed, seeded without state": (facts(seeded=True), "operator", "operator"),
     "streamed, keyed, seeded": (facts(keyed=True, seeded=True), "partitioned", "operator"),
     "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), "partitioned",
@@ -49,7 +49,7 @@ KINDS = {  # kind: (facts, the path a write_stream query takes, result.main's pa
         facts(BroadcastSide.NONE, keyed=True, timers=True, event_time=True), "partitioned",
         "operator"),
     "KeyedProcessFunction, processing-time timers": (
-        facts(BroadcastSide.NONE, keyed=True, timers=True), "operator", "operator"),
+        facts(BroadcastSide.NONE, keyed=True, timers=True), "partitioned", "operator"),
     "KeyedProcessFunction, batch input": (
         facts(BroadcastSide.NONE, keyed=True, main_streaming=False), "operator", "operator"),
     "KeyedCoProcessFunction": (facts(BroadcastSide.NONE, keyed=True, second_input=True),
@@ -83,7 +83,8 @@ def test_engine_operator_always_serves_and_micro_batch_fails_with_the_reason(kin
 
 
 def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
-    assert "processing-time timers" in choose(facts(keyed=True, timers=True)).reason
+    processing = choose(facts(keyed=True, timers=True)).reason
+    assert "processing-time timers" in processing and "every trigger" in processing
     assert "no-op aggregate" in choose(facts(keyed=True, timers=True, event_time=True)).reason
     assert "Spark Connect" in choose(facts(keyed=True, connect=True)).reason
     co = choose(facts(BroadcastSide.NONE, keyed=True, second_input=True))
@@ -91,6 +92,8 @@ def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
     assert "no broadcast work on the driver" in co.reason
     assert "ProcessingTime mode" in choose(facts(BroadcastSide.NONE, keyed=True,
                                                  timers=True)).reason
+    assert "Spark Connect" in choose(facts(BroadcastSide.NONE, keyed=True,
+                                           connect=True)).reason
     static = choose(facts(STATIC, keyed=True)).reason
     assert "static rows applied once on the driver" in static
     assert "initial_state with a static broadcast side" in choose(

@@ -7,6 +7,7 @@ micro-batch, against the harness across a restart, and against the operator's ti
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from examples import inactivity_alert, keyed_enrichment
+from sparkcast import KeyedProcessFunction, ValueStateDescriptor
 from sparkcast.spark import Stream, read_output
 from tests.spark.differential import read_stream, with_watermark, write_batch_file
 from tests.spark.test_keyed_functions import (
@@ -79,3 +81,43 @@ def test_an_available_now_run_ends_with_the_operators_timer_rows(spark, tmp_path
     operator = _run(spark, ALERTS, tmp_path / "operator", batches, engine="operator")
     assert fast == operator
     assert json.dumps({"user": "c", "last_seen": 4100, "alert_at": 5100}) in fast
+
+
+class Later(KeyedProcessFunction):
+    """Counts a key's events; a processing-time timer a second after its first one reports."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", int))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if self.seen.value() is None:
+            timers = ctx.timer_service()
+            timers.register_processing_time_timer(timers.current_processing_time() + 1_000)
+        self.seen.update((self.seen.value() or 0) + 1)
+        return ()
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ctx.get_current_key(), self.seen.value()
+
+
+def test_processing_time_timers_fire_without_more_input(spark, tmp_path):
+    """One file, then nothing: the clock (a no-op transformWithState in ProcessingTime mode)
+    makes Spark run micro-batches at every trigger, and the timers fire in one of them."""
+    write_batch_file(tmp_path / "in", 0, [{"k": f"k{i % 6}", "ts": i} for i in range(9)])
+    result = Stream(read_stream(spark, "k string, ts long", tmp_path / "in")).key_by("k").process(
+        Later(), "k string, seen long", parallelism=2)
+    explained = result.explain()
+    assert explained.engine == "micro_batch"
+    assert "every trigger" in explained.reason and "every trigger" in explained.cost
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
+                                trigger={"processingTime": "1 second"})
+    fired: set = set()
+    deadline = time.time() + 180
+    while len(fired) < 6 and time.time() < deadline and query.exception() is None:
+        time.sleep(2)
+        if (tmp_path / "out" / "_output=main").exists():
+            fired = {tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect()}
+    query.stop()
+    assert fired == {("k0", 2), ("k1", 2), ("k2", 2), ("k3", 1), ("k4", 1), ("k5", 1)}
+    empty = [p for p in query.recentProgress if p["numInputRows"] == 0]
+    assert empty  # the timers fired in micro-batches without input

@@ -186,9 +186,9 @@ class RuntimePlan:
 
     @property
     def clocked(self) -> bool:
-        """Event-time timers on the partitioned path: its query carries a no-op stateful
-        operator so that Spark runs no-data micro-batches (``tagging.clock``)."""
-        return self.path is ExecutionPath.PARTITIONED and self.time_mode == "EventTime"
+        """Timers on the partitioned path: its query carries a no-op stateful operator so that
+        Spark runs no-data micro-batches (``tagging.clock``)."""
+        return self.path is ExecutionPath.PARTITIONED and self.time_mode != "None"
 
     def for_workers(self, path: ExecutionPath | None = None) -> RuntimePlan:
         """A copy without the driver's objects, to ship; ``path`` overrides the plan's (the

@@ -12,12 +12,12 @@ the same programs through both. Its variants (``ExecutionPath``):
 * ``PARTITIONED``: state per subtask (keyed state, ``hold_until_ready``, event-time alignment)
   with a streamed broadcast side, a static one (applied once on the driver into snapshot -1),
   or none (``KeyedProcessFunction``, ``KeyedCoProcessFunction``): main rows repartitioned by
-  subtask.
+  subtask; timers fire without more input through the query's clock (``tagging.clock``).
 
-The operator engine takes the rest (batch inputs with state, Spark Connect, processing-time
-timers), and ``result.main`` (a streaming DataFrame) of a streamed or partitioned plan: nothing
-runs on the driver between a micro-batch's two sides there, and keyed state needs Spark's
-state store.
+The operator engine takes the rest (batch inputs with state, Spark Connect, ``initial_state``
+with a static side), and ``result.main`` (a streaming DataFrame) of a streamed or partitioned
+plan: nothing runs on the driver between a micro-batch's two sides there, and keyed state
+needs Spark's state store.
 """
 
 from __future__ import annotations
@@ -101,11 +101,17 @@ def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
     if consumer is Consumer.DATAFRAME:
         return DATAFRAME_REASON if facts.broadcast is BroadcastSide.STREAMED else STATE_REASON
     side = _side_of(facts)
-    if facts.timers:
+    if facts.timers and facts.event_time:
         return Choice(ExecutionPath.PARTITIONED, f"{side} and event-time timers: {_work(facts)}, "
                       "main rows repartitioned by subtask; a no-op aggregate in the query "
                       "makes Spark run a micro-batch when the watermark moves, so due timers "
                       "fire without more input")
+    if facts.timers:
+        return Choice(ExecutionPath.PARTITIONED, f"{side} and processing-time timers: "
+                      f"{_work(facts)}, main rows repartitioned by subtask; a no-op "
+                      "transformWithState in ProcessingTime mode in the query makes Spark run "
+                      "a micro-batch at every trigger, as the operator's does, so due timers "
+                      "fire without more input (and an availableNow query never ends)")
     if not facts.per_subtask_state:
         return Choice(ExecutionPath.STREAMED, f"{side} and no state per subtask: "
                       f"{_work(facts)}, main rows read where they lie")
@@ -153,8 +159,6 @@ def _why_not_micro_batch(facts: PlanFacts) -> str:
                 "the operator")
     if facts.connect:
         return "Spark Connect runs foreachBatch on the server, where the driver's work cannot"
-    if facts.timers and not facts.event_time:
-        return PROCESSING_TIME_REASON
     if facts.seeded and not facts.per_subtask_state:
         return "initial_state for a function without state per subtask has nothing to seed"
     if facts.seeded and facts.broadcast is BroadcastSide.STATIC:
@@ -162,12 +166,6 @@ def _why_not_micro_batch(facts: PlanFacts) -> str:
                 "rows to each subtask's seeded state; the micro-batch engine would apply them "
                 "on the driver, before any keyed state")
     return ""
-
-
-PROCESSING_TIME_REASON = (
-    "processing-time timers without event_time: a foreachBatch query runs a micro-batch "
-    "without input only when a stateful operator asks for one, and only Spark's "
-    "ProcessingTime mode of transformWithState asks on the wall clock (the operator's)")
 
 
 def _state_of(facts: PlanFacts) -> str:

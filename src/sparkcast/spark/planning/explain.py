@@ -83,6 +83,10 @@ def _cost(plan: RuntimePlan, path: ExecutionPath) -> str:
     if path is ExecutionPath.PARTITIONED and plan.time_mode == "EventTime":
         cost += ("; event-time timers: the clock (a no-op count) scans the main rows a second "
                  "time, and Spark runs a no-data micro-batch when the watermark moves")
+    if path is ExecutionPath.PARTITIONED and plan.time_mode == "ProcessingTime":
+        cost += ("; processing-time timers: the clock (a no-op transformWithState) scans the "
+                 "main rows a second time, and Spark runs a whole micro-batch at every "
+                 "trigger, input or not (as on the operator engine)")
     return cost
 
 

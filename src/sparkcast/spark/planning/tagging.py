@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType
 
+from sparkcast.spark.execution.clock import CLOCK_SCHEMA, ClockProcessor
 from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
 from sparkcast.spark.execution.routing import group_column, hash_columns
 from sparkcast.spark.layout import (
@@ -68,7 +69,7 @@ def streamed_input(main: DataFrame, broadcast: Any | None, corrupt: DataFrame | 
     if corrupt is not None:
         frames.append(corrupt.select(F.lit(CORRUPT_SIDE).cast("byte").alias(SIDE), "*"))
     if clocked:
-        frames.append(clock(main))
+        frames.append(clock(main, processing_time=event_time is None))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame, allowMissingColumns=True)
@@ -82,7 +83,7 @@ def _side_frame(df: DataFrame, side: int, column: Any, event_time: str | None,
                      *extra, *[F.col(f"`{c}`").alias(column(i)) for i, c in enumerate(df.columns)])
 
 
-def clock(main: DataFrame) -> DataFrame:
+def clock(main: DataFrame, processing_time: bool = False) -> DataFrame:
     """A no-op stateful operator under the main stream's watermark: Spark runs a no-data
     micro-batch when the watermark moved only for a query with a stateful operator, and a
     ``foreachBatch`` query has none, so a timer due at the watermark the last input reached
@@ -91,9 +92,17 @@ def clock(main: DataFrame) -> DataFrame:
     second scan of the main rows' columns it needs (none) and one tiny state commit per
     micro-batch; its one row (``CLOCK_SIDE``) is ignored. The query runs in ``update`` mode
     (``streamed_writer.input_stream``): Spark refuses, in append mode, an aggregation whose
-    keys hold no watermark."""
-    return (main.where(F.rand(0) < -1.0).groupBy().count()
-            .select(F.lit(CLOCK_SIDE).cast("byte").alias(SIDE)))
+    keys hold no watermark. With ``processing_time`` (timers without ``event_time``) the
+    operator is ``execution/clock.py``'s, which makes Spark run a micro-batch at every
+    trigger."""
+    never = main.where(F.rand(0) < -1.0)
+    if processing_time:
+        ticks = (never.select(F.lit(0).alias("_clock")).groupBy("_clock")
+                 .transformWithStateInPandas(ClockProcessor(), CLOCK_SCHEMA, "Update",
+                                             "ProcessingTime"))
+    else:
+        ticks = never.groupBy().count()
+    return ticks.select(F.lit(CLOCK_SIDE).cast("byte").alias(SIDE))
 
 
 def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
