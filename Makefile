@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	@$(PY) -m sparkcast.spark.launch.java --check
-	@$(PY) -m sparkcast.apps.postgres install  # initdb/pg_ctl and the JDBC jar, via apt-get
+	@$(PY) -m sparkcast.testing.postgres install  # initdb/pg_ctl and the JDBC jar, via apt-get
 	@touch $(STAMP)
 
 # lint and types first (seconds), then the suite

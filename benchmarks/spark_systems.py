@@ -531,7 +531,7 @@ class Runner:
         from pyspark.sql.types import _parse_datatype_string
 
         if self.postgres is None:
-            from sparkcast.apps.postgres import PostgresCluster
+            from sparkcast.testing.postgres import PostgresCluster
 
             self.postgres = PostgresCluster()
             self.postgres.start()

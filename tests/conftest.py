@@ -70,10 +70,10 @@ def state_backend(request: pytest.FixtureRequest) -> Callable[[], Any] | None:
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[Any]:
-    """One throwaway PostgreSQL server for the run (``sparkcast.apps.postgres``); a test takes
+    """One throwaway PostgreSQL server for the run (``sparkcast.testing.postgres``); a test takes
     its own database from ``postgres``. Fails, never skips, when PostgreSQL is absent."""
-    from sparkcast.apps.postgres import PostgresCluster
     from sparkcast.errors import MissingDependencyError
+    from sparkcast.testing.postgres import PostgresCluster
 
     try:
         cluster = PostgresCluster()

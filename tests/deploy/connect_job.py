@@ -45,9 +45,9 @@ def run_all(spark: Any, work: Path) -> dict[str, Any]:
         Totals(), "user string, item string, total long", parallelism=2)
     flat = Stream(orders).connect(Stream(prices).broadcast(PRICES)).process(
         Priced(), "item string, qty long, price long", parallelism=2)
-    out = {"keyed": _rows(keyed.main), "keyed_stateless": keyed.explain().path == "stateless",
+    out = {"keyed": _rows(keyed.main), "keyed_stateless": keyed.plan.in_place,
            "shuffle_free": _rows(flat.main),
-           "shuffle_free_stateless": flat.explain().path == "stateless"}
+           "shuffle_free_stateless": flat.plan.in_place}
     events = work / "orders"
     events.mkdir(parents=True)
     for part in range(3):

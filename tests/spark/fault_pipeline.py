@@ -25,6 +25,7 @@ from sparkcast import (
     ValueStateDescriptor,
 )
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
+from tests.spark.kinds import kind_of
 
 RULES = MapStateDescriptor("rules", str, int)
 COUNT = ValueStateDescriptor("count", int)
@@ -111,7 +112,7 @@ def run(base: Path, path: str) -> None:
     result = stream.connect(Stream(bcast).broadcast(RULES)).process(
         function, OUTPUT, parallelism=3, event_time="ts",
         engine="operator" if path == "operator" else "auto")
-    assert result.plan.path == path, result.plan.path
+    assert kind_of(result) == path, kind_of(result)
     query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                 trigger={"availableNow": True})
     query.awaitTermination()

@@ -22,6 +22,7 @@ from sparkcast import (
 )
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.spark.differential import read_stream, write_batch_file
+from tests.spark.kinds import kind_of
 
 FACTORS = MapStateDescriptor("factors", str, float)
 SEEN = ValueStateDescriptor("seen", int)
@@ -99,7 +100,7 @@ def build(spark: Any, base: Path, kind: str) -> Any:
     result = events.connect(Stream(factors).broadcast(FACTORS)).process(
         function, OUTPUT, parallelism=3, side_outputs=[BIG],
         engine="operator" if kind == "operator" else "auto")
-    assert result.explain().path == kind
+    assert kind_of(result) == kind
     return result
 
 
@@ -147,8 +148,8 @@ def jdbc_sinks(url: str, properties: dict[str, str]) -> dict[str, Any]:
 
 
 def run(base: Path, kind: str, url: str, user: str) -> None:
-    from sparkcast.apps.postgres import jdbc_jar
     from sparkcast.spark import session
+    from sparkcast.testing.postgres import jdbc_jar
 
     spark = session("local[2]", "sparkcast-sink-faults",
                     conf={"spark.sql.shuffle.partitions": "2", "spark.jars": str(jdbc_jar())})

@@ -11,6 +11,7 @@ from sparkcast import BroadcastProcessFunction, MapStateDescriptor
 from sparkcast.errors import ReadOnlyStateError, StateSerializationError
 from sparkcast.spark import Stream
 from sparkcast.spark.state.blobs import LARGE_VALUE_BYTES, load_value, store_value
+from tests.spark.kinds import kind_of
 
 MODEL = MapStateDescriptor("model", str, object)
 
@@ -65,7 +66,7 @@ def test_large_broadcast_state_is_stored_once_for_all_subtasks(spark, tmp_path):
     result = Stream(events).connect(Stream(model).broadcast(MODEL)).process(
         LoadModel(), "x long, n long", parallelism=4, blob_store=str(tmp_path / "blobs"),
         hold_until_ready=[MODEL])  # held events need state: the operator path, not stateless.py
-    assert result.plan.path != "stateless"
+    assert kind_of(result) != "stateless"
     rows = result.main.collect()
     assert sorted(r.x for r in rows) == list(range(40))
     assert {r.n for r in rows} == {size}

@@ -162,7 +162,7 @@ def _plan():
     """The fields of a plan that ``layout_of`` reads."""
     from types import SimpleNamespace
 
-    return SimpleNamespace(path="operator", function=object(), keyed=False, main_fields=[],
+    return SimpleNamespace(engine="operator", function=object(), keyed=False, main_fields=[],
                            key_positions=[], key_types=[], parallelism=1,
                            subtask_of_group={0: 0}, state_buckets=1, broadcast_descriptors=[],
                            keyed_descriptors=[], time_mode="None", event_time=None,

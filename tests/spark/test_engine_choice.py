@@ -10,8 +10,9 @@ import pytest
 
 from sparkcast import KeyedCoProcessFunction, KeyedProcessFunction
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import BroadcastSide, PlanFacts
+from sparkcast.spark.plan import BroadcastSide, Engine, PlanFacts, recorded_engine
 from sparkcast.spark.planning.choice import Consumer, choose
+from tests.spark.kinds import kind_of
 
 STREAMED = BroadcastSide.STREAMED
 STATIC = BroadcastSide.STATIC
@@ -22,64 +23,73 @@ def facts(broadcast: BroadcastSide = STREAMED, **flags: Any) -> PlanFacts:
                      broadcast=broadcast, **flags)
 
 
-KINDS = {  # kind: (facts, the path a write_stream query takes, result.main's path)
-    "static, no state": (facts(STATIC), "stateless", "stateless"),
-    "static, keyed": (facts(STATIC, keyed=True), "partitioned", "operator"),
-    "static, hold_until_ready": (facts(STATIC, hold_until_ready=True), "partitioned",
-                                 "operator"),
+OP, MB = "operator", "micro_batch"
+KINDS = {  # kind: (facts, the engine of a write_stream query, of result.main; the shape)
+    "static, no state": (facts(STATIC), MB, MB, "in place"),
+    "static, keyed": (facts(STATIC, keyed=True), MB, OP, "by subtask"),
+    "static, hold_until_ready": (facts(STATIC, hold_until_ready=True), MB, OP, "by subtask"),
     "static, keyed, event-time timers": (facts(STATIC, keyed=True, timers=True,
-                                               event_time=True), "partitioned", "operator"),
-    "static, keyed, seeded": (facts(STATIC, keyed=True, seeded=True), "operator", "operator"),
-    "static, event-aligned without state": (facts(STATIC, event_aligned=True), "stateless",
-                                            "stateless"),
-    "static, broadcast emits": (facts(STATIC, static_emits=True), "operator", "operator"),
-    "streamed, no state": (facts(), "streamed", "operator"),
-    "streamed, keyed": (facts(keyed=True), "partitioned", "operator"),
-    "streamed, hold_until_ready": (facts(hold_until_ready=True), "partitioned", "operator"),
-    "streamed, event-aligned": (facts(event_aligned=True), "partitioned", "operator"),
-    "streamed, keyed, event-time timers": (facts(keyed=True, timers=True, event_time=True),
-                                           "partitioned", "operator"),
-    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True),
-                                                "partitioned", "operator"),
-    "streamed, seeded without state": (facts(seeded=True), "operator", "operator"),
-    "streamed, keyed, seeded": (facts(keyed=True, seeded=True), "partitioned", "operator"),
-    "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), "partitioned",
-                             "operator"),
+                                               event_time=True), MB, OP, "by subtask"),
+    "static, keyed, seeded": (facts(STATIC, keyed=True, seeded=True), OP, OP, None),
+    "static, event-aligned without state": (facts(STATIC, event_aligned=True), MB, MB,
+                                            "in place"),
+    "static, broadcast emits": (facts(STATIC, static_emits=True), OP, OP, None),
+    "streamed, no state": (facts(), MB, OP, "foreachBatch"),
+    "streamed, keyed": (facts(keyed=True), MB, OP, "by subtask"),
+    "streamed, hold_until_ready": (facts(hold_until_ready=True), MB, OP, "by subtask"),
+    "streamed, event-aligned": (facts(event_aligned=True), MB, OP, "by subtask"),
+    "streamed, keyed, event-time timers": (facts(keyed=True, timers=True, event_time=True), MB,
+                                           OP, "by subtask"),
+    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True), MB, OP,
+                                                "by subtask"),
+    "streamed, seeded without state": (facts(seeded=True), OP, OP, None),
+    "streamed, keyed, seeded": (facts(keyed=True, seeded=True), MB, OP, "by subtask"),
+    "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), MB, OP, "by subtask"),
     "KeyedProcessFunction, event-time timers": (
-        facts(BroadcastSide.NONE, keyed=True, timers=True, event_time=True), "partitioned",
-        "operator"),
+        facts(BroadcastSide.NONE, keyed=True, timers=True, event_time=True), MB, OP,
+        "by subtask"),
     "KeyedProcessFunction, processing-time timers": (
-        facts(BroadcastSide.NONE, keyed=True, timers=True), "partitioned", "operator"),
+        facts(BroadcastSide.NONE, keyed=True, timers=True), MB, OP, "by subtask"),
     "KeyedProcessFunction, batch input": (
-        facts(BroadcastSide.NONE, keyed=True, main_streaming=False), "operator", "operator"),
-    "KeyedCoProcessFunction": (facts(BroadcastSide.NONE, keyed=True, second_input=True),
-                               "partitioned", "operator"),
-    "batch inputs, keyed": (facts(BroadcastSide.BATCH, keyed=True, main_streaming=False),
-                            "operator", "operator"),
-    "Spark Connect, keyed": (facts(keyed=True, connect=True), "operator", "operator"),
-    "Spark Connect, static": (facts(STATIC, connect=True), "stateless", "stateless"),
+        facts(BroadcastSide.NONE, keyed=True, main_streaming=False), OP, OP, None),
+    "KeyedProcessFunction, Spark Connect": (
+        facts(BroadcastSide.NONE, keyed=True, connect=True), OP, OP, None),
+    "KeyedCoProcessFunction": (facts(BroadcastSide.NONE, keyed=True, second_input=True), MB, OP,
+                               "by subtask"),
+    "batch inputs, keyed": (facts(BroadcastSide.BATCH, keyed=True, main_streaming=False), OP,
+                            OP, None),
+    "Spark Connect, keyed": (facts(keyed=True, connect=True), OP, OP, None),
+    "Spark Connect, static": (facts(STATIC, connect=True), MB, MB, "in place"),
 }
+
+
+def shape(plan_facts: PlanFacts) -> str:
+    """The micro-batch engine's shape for ``plan_facts`` (``RuntimePlan``'s properties)."""
+    if plan_facts.per_subtask_state:
+        return "by subtask"
+    return "foreachBatch" if plan_facts.driver_per_batch else "in place"
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_kind_of_job_takes_its_engine(kind):
-    plan_facts, query_path, dataframe_path = KINDS[kind]
+    plan_facts, query_engine, dataframe_engine, query_shape = KINDS[kind]
     chosen = choose(plan_facts)
-    assert chosen.path == query_path
-    assert chosen.engine == ("operator" if query_path == "operator" else "micro_batch")
+    assert chosen.engine == query_engine
     assert chosen.reason
-    assert choose(plan_facts, consumer=Consumer.DATAFRAME).path == dataframe_path
+    assert choose(plan_facts, consumer=Consumer.DATAFRAME).engine == dataframe_engine
+    if query_shape is not None:
+        assert shape(plan_facts) == query_shape
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_engine_operator_always_serves_and_micro_batch_fails_with_the_reason(kind):
-    plan_facts, query_path, _ = KINDS[kind]
-    assert choose(plan_facts, "operator").path == "operator"
-    if query_path == "operator":
+    plan_facts, query_engine, _, _ = KINDS[kind]
+    assert choose(plan_facts, "operator").engine == "operator"
+    if query_engine == OP:
         with pytest.raises(PipelineError, match="engine='micro_batch' cannot run this plan: "):
             choose(plan_facts, "micro_batch")
     else:
-        assert choose(plan_facts, "micro_batch").path == query_path
+        assert choose(plan_facts, "micro_batch").engine == MB
 
 
 def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
@@ -92,10 +102,7 @@ def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
     assert "no broadcast work on the driver" in co.reason
     assert "ProcessingTime mode" in choose(facts(BroadcastSide.NONE, keyed=True,
                                                  timers=True)).reason
-    assert "Spark Connect" in choose(facts(BroadcastSide.NONE, keyed=True,
-                                           connect=True)).reason
-    static = choose(facts(STATIC, keyed=True)).reason
-    assert "static rows applied once on the driver" in static
+    assert "static rows applied once on the driver" in choose(facts(STATIC, keyed=True)).reason
     assert "initial_state with a static broadcast side" in choose(
         facts(STATIC, keyed=True, seeded=True)).reason
     assert "state store" in choose(facts(BroadcastSide.NONE, keyed=True),
@@ -107,15 +114,24 @@ def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
 
 def test_a_checkpoint_restarts_on_the_engine_that_wrote_it():
     keyed = facts(keyed=True)
-    assert choose(keyed, recorded="partitioned").path == "partitioned"
-    restarted = choose(keyed, recorded="operator")  # sparkcast 0.3's keyed checkpoints
-    assert restarted.path == "operator"
+    assert choose(keyed, recorded=Engine.MICRO_BATCH).engine == MB
+    restarted = choose(keyed, recorded=Engine.OPERATOR)  # sparkcast 0.3's keyed checkpoints
+    assert restarted.engine == OP
     assert "written by the operator engine" in restarted.reason
-    assert choose(facts(), recorded="operator").path == "operator"
+    assert choose(facts(), recorded=Engine.OPERATOR).engine == OP
+    assert choose(facts(STATIC), recorded=Engine.OPERATOR).engine == MB  # no state to keep
     with pytest.raises(PipelineError, match="written by the operator engine"):
-        choose(keyed, "micro_batch", recorded="operator")
+        choose(keyed, "micro_batch", recorded=Engine.OPERATOR)
     with pytest.raises(PipelineError, match="written by the micro_batch engine"):
-        choose(keyed, "operator", recorded="partitioned")
+        choose(keyed, "operator", recorded=Engine.MICRO_BATCH)
+
+
+def test_the_names_0_3_recorded_for_the_micro_batch_engine_still_read():
+    assert [recorded_engine(name) for name in ("stateless", "streamed", "partitioned",
+                                               "operator", "micro_batch", None)] == [
+        Engine.MICRO_BATCH, Engine.MICRO_BATCH, Engine.MICRO_BATCH, Engine.OPERATOR,
+        Engine.MICRO_BATCH, None]
+    assert len(Engine) == 2
 
 
 def test_an_unknown_engine_is_refused_with_the_names():
@@ -150,17 +166,19 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
         return (read_stream(spark, program.main_schema, tmp_path / program.name / "main"),
                 read_stream(spark, program.broadcast_schema, tmp_path / program.name / "b"))
 
-    seen = {}
+    results = {}
     for program in (COUNTER, HOLD, TIMERS, ENRICH):
         main, bcast = streams(program)
-        seen[program.name] = process(program, main, bcast, 2).explain()
+        results[program.name] = process(program, main, bcast, 2)
         static = spark.createDataFrame([], program.broadcast_schema)
-        seen[f"{program.name} static"] = process(program, main, static, 2).explain()
+        results[f"{program.name} static"] = process(program, main, static, 2)
     keyed = Stream(read_stream(spark, "k string, v long", tmp_path / "kp")).key_by("k")
     other = Stream(read_stream(spark, "k string, w long", tmp_path / "kc")).key_by("k")
-    seen["keyed process"] = keyed.process(Count(), "k string, n long").explain()
-    seen["keyed co-process"] = keyed.connect(other).process(Join(), "k string, n long").explain()
-    assert {name: (e.engine.value, e.path.value) for name, e in seen.items()} == {
+    results["keyed process"] = keyed.process(Count(), "k string, n long")
+    results["keyed co-process"] = keyed.connect(other).process(Join(), "k string, n long")
+    seen = {name: result.explain() for name, result in results.items()}
+    kinds = {name: kind_of(result) for name, result in results.items()}
+    assert {name: (e.engine.value, kinds[name]) for name, e in seen.items()} == {
         "counter": ("micro_batch", "partitioned"),
         "counter static": ("micro_batch", "partitioned"),
         "hold": ("micro_batch", "partitioned"),
@@ -173,7 +191,7 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
         "keyed co-process": ("micro_batch", "partitioned"),
     }
     printed = capsys.readouterr().out
-    assert printed.count("engine: ") == len(seen)
+    assert printed.count("engine: ") == 2 * len(seen)  # explain() and kind_of both print
     text = str(seen["counter"])
     assert "main rows cross to Python once after one shuffle" in text
     assert "broadcast applied once per micro-batch on the driver" in text
@@ -195,13 +213,13 @@ def test_engine_argument_on_spark(spark, tmp_path):
 
     main = read_stream(spark, COUNTER.main_schema, tmp_path / "main")
     bcast = read_stream(spark, COUNTER.broadcast_schema, tmp_path / "bcast")
-    assert process(COUNTER, main, bcast, 2, engine="operator").plan.path == "operator"
+    assert kind_of(process(COUNTER, main, bcast, 2, engine="operator")) == "operator"
     forced = process(COUNTER, main, bcast, 2, engine="micro_batch")
-    assert forced.plan.path == "partitioned"
+    assert kind_of(forced) == "partitioned"
     with pytest.raises(PipelineError, match="result.main"):
         forced.main  # noqa: B018 - the property builds the DataFrame
     static = spark.createDataFrame([], ENRICH.broadcast_schema)
     main = read_stream(spark, ENRICH.main_schema, tmp_path / "enrich")
-    assert process(ENRICH, main, static, 2, engine="operator").plan.path == "operator"
+    assert kind_of(process(ENRICH, main, static, 2, engine="operator")) == "operator"
     with pytest.raises(PipelineError, match="engine must be one of"):
         process(ENRICH, main, static, 2, engine="fast")

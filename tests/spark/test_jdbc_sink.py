@@ -1,5 +1,5 @@
 """``write_stream(sinks=...)`` into a REAL PostgreSQL (the throwaway cluster of
-``sparkcast.apps.postgres``): keyed and non-keyed pipelines with a side output and dead letters,
+``sparkcast.testing.postgres``): keyed and non-keyed pipelines with a side output and dead letters,
 every table exactly once and equal to the harness, across restarts, a failing sink, and a
 SIGKILL of the driver between the database's commit and Spark's.
 """

@@ -30,6 +30,7 @@ from tests.spark.differential import (
     with_watermark,
     write_batch_file,
 )
+from tests.spark.kinds import kind_of
 
 pytestmark = pytest.mark.spark
 
@@ -109,7 +110,7 @@ def _harness(batches: list[list[int]], initial: dict | None = None) -> KeyedBroa
 
 
 def _run(result, base) -> None:
-    assert result.plan.path == "partitioned"
+    assert kind_of(result) == "partitioned"
     query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                 trigger={"availableNow": True})
     query.awaitTermination()
@@ -138,10 +139,10 @@ def test_each_plan_takes_the_partitioned_path_where_it_is_correct(spark, tmp_pat
     main = read_stream(spark, program.main_schema, tmp_path / "main")
     bcast = read_stream(spark, program.broadcast_schema, tmp_path / "bcast")
     result = process(program, main, bcast, 2, **options)
-    assert result.plan.path == path
+    assert kind_of(result) == path
     static = process(program, main, spark.createDataFrame([], program.broadcast_schema), 2,
                      **options)
-    assert static.explain().path == "partitioned"  # the static rows applied once, as -1
+    assert kind_of(static) == "partitioned"  # the static rows applied once, as snapshot -1
 
 
 # ---------------------------------------------------------------------------- the outputs
@@ -239,7 +240,7 @@ def test_initial_state_and_a_rescale_seed_the_stores(spark, tmp_path):
     _write(tmp_path / "next", [0])
     again = _totals(spark, tmp_path / "next", parallelism=2,
                     initial_state=str(tmp_path / "rescaled"))
-    assert again.plan.path == "partitioned"
+    assert kind_of(again) == "partitioned"
     query = again.write_stream(str(tmp_path / "next" / "out"), str(tmp_path / "rescaled"),
                                trigger={"availableNow": True})
     query.awaitTermination()
@@ -262,14 +263,15 @@ def test_a_checkpoint_of_the_operator_path_restarts_on_it(spark, tmp_path):
     query.awaitTermination()
     _write(tmp_path, range(2, 4))
     again = _totals(spark, tmp_path)
-    assert again.explain().path == "partitioned"  # a new checkpoint would take it
+    assert kind_of(again) == "partitioned"  # a new checkpoint would take it
     restarted = again.explain(checkpoint)
-    assert (restarted.engine, restarted.path) == ("operator", "operator")
+    assert restarted.engine == "operator"
+    assert kind_of(again, checkpoint) == "operator"
     assert "written by the operator engine" in restarted.reason
     query = again.write_stream(str(tmp_path / "out"), checkpoint, trigger={"availableNow": True})
     query.awaitTermination()
     assert query.exception() is None
-    assert again.plan.path == "partitioned"  # the plan is never changed by a query
+    assert kind_of(again) == "partitioned"  # the plan is never changed by a query
     assert any(again.observation in p.get("observedMetrics", {})  # the query's counts
                for p in query.recentProgress)
     assert _written(spark, tmp_path) == _expected([[i] for i in range(4)])
@@ -289,7 +291,7 @@ def test_timers_restart_from_the_checkpoint_and_fire_once(spark, tmp_path):
         main = with_watermark(read_stream(spark, TIMERS.main_schema, tmp_path / "main"))
         result = process(TIMERS, main, read_stream(spark, TIMERS.broadcast_schema,
                                                    tmp_path / "bcast"), 2)
-        assert result.explain(str(tmp_path / "checkpoint")).path == "partitioned"
+        assert kind_of(result, str(tmp_path / "checkpoint")) == "partitioned"
         _run(result, tmp_path)
 
     run([0, 1])

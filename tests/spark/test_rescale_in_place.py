@@ -49,6 +49,7 @@ def test_rescaled_in_place_restarts_on_its_checkpoint_and_input(spark, tmp_path,
     checkpoint = str(tmp_path / "ckpt0")
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     try:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")  # whatever an earlier test left
         _write(tmp_path, (0, 1))
         query = _start(spark, tmp_path, 4)
         query.awaitTermination()

@@ -18,6 +18,7 @@ from sparkcast import (
 from sparkcast.spark import Stream, read_output
 from sparkcast.testing import BroadcastHarness
 from tests.spark.differential import read_stream, write_batch_file
+from tests.spark.kinds import kind_of
 
 pytestmark = pytest.mark.spark
 
@@ -125,7 +126,7 @@ def _logical_plan(df) -> str:
 def test_static_broadcast_runs_without_shuffle_or_state_and_matches_the_harness(
         spark, tmp_path, function):
     result = _process(spark, tmp_path, function, [0, 1])
-    assert result.plan.path == "stateless"
+    assert kind_of(result) == "stateless"
     plan = _physical_plan(_run(result, tmp_path))
     assert "MapInArrow" in plan
     assert "TransformWithState" not in plan and "Exchange" not in plan and "StateStore" not in plan
@@ -148,7 +149,7 @@ def test_static_broadcast_runs_without_shuffle_or_state_and_matches_the_harness(
 def test_the_operator_path_is_kept_where_state_or_broadcast_outputs_need_it(
         spark, tmp_path, function, options):
     result = _process(spark, tmp_path, function, [0], **options)
-    assert result.plan.path != "stateless"
+    assert kind_of(result) != "stateless"
     assert "TransformWithState" in _logical_plan(result.main)
 
 
@@ -160,8 +161,8 @@ def test_a_streaming_broadcast_side_is_not_stateless(spark, tmp_path):
     write_batch_file(tmp_path / "events", 0, BATCHES[0])
     events = read_stream(spark, MAIN, tmp_path / "events")
     result = Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(Scale(), OUTPUT)
-    assert result.plan.path != "stateless"
-    assert result.plan.path == "streamed"
+    assert kind_of(result) != "stateless"
+    assert kind_of(result) == "streamed"
 
 
 def test_static_broadcast_timestamps_are_sparks_epoch_millis(spark, tmp_path):
@@ -174,7 +175,7 @@ def test_static_broadcast_timestamps_are_sparks_epoch_millis(spark, tmp_path):
         "('v', 3.0D, TIMESTAMP'2024-05-17 13:45:12.001999Z') AS t(name, factor, ts)")
     result = Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(
         Scale(), OUTPUT, parallelism=2, event_time="ts")
-    assert result.plan.path == "stateless"
+    assert kind_of(result) == "stateless"
     expected = [r[0] for r in factors.selectExpr("unix_millis(ts)").collect()]
     assert expected == [-1, 1715953512001]
     assert [e.timestamp for e in result.plan.static_broadcast] == expected

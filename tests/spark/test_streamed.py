@@ -27,6 +27,7 @@ from tests.spark.differential import (
     read_stream,
     write_batch_file,
 )
+from tests.spark.kinds import kind_of
 from tests.spark.test_stateless import (
     BIG,
     FACTORS,
@@ -141,7 +142,7 @@ def test_the_path_is_chosen_where_it_gives_the_operators_results(
             function, OUTPUT, parallelism=2, **options)
     else:
         result = _process(spark, tmp_path, function, **options)
-    assert result.plan.path == path
+    assert kind_of(result) == path
     # result.main stays a streaming DataFrame: the operator's on this path
     assert result.main.isStreaming
     assert "TransformWithState" in result.main._jdf.queryExecution().analyzed().toString()
@@ -226,7 +227,7 @@ def test_outputs_equal_the_harness_across_a_restart_without_shuffle_or_state(
         spark, tmp_path, caplog, function):
     _write_inputs(tmp_path, [0, 1])
     result = _process(spark, tmp_path, function)
-    assert result.plan.path == "streamed"
+    assert kind_of(result) == "streamed"
     with caplog.at_level("WARNING", logger="sparkcast"):
         query = _run(result, tmp_path)
     assert "StateStore" not in query._jsq.explainInternal(False)
@@ -264,7 +265,7 @@ def test_a_function_that_asks_its_subtask_gets_each_subtasks_own_broadcast_outpu
     (here one copy, as on the operator path), not subtask 0's copied P times."""
     _write_inputs(tmp_path, [0, 1, 2])
     result = _process(spark, tmp_path, AnnounceOnce())
-    assert result.plan.path == "streamed"
+    assert kind_of(result) == "streamed"
     _run(result, tmp_path)
     assert _read(spark, tmp_path) == _expected(AnnounceOnce(), copies=1)
 
@@ -298,7 +299,7 @@ def test_the_corpus_matches_the_harness_on_the_streamed_path(spark, tmp_path):
             write_batch_file(base / "bcast", index, bcast)
         result = process(program, read_stream(spark, program.main_schema, base / "main"),
                          read_stream(spark, program.broadcast_schema, base / "bcast"), 4)
-        assert result.plan.path == "streamed"
+        assert kind_of(result) == "streamed"
         _run(result, base)
         written = Counter(canon(r.asDict()) for r in read_output(spark, str(base / "out"))
                           .collect())
@@ -307,11 +308,11 @@ def test_the_corpus_matches_the_harness_on_the_streamed_path(spark, tmp_path):
 
 def test_a_checkpoint_of_one_path_is_refused_by_the_other(spark, tmp_path):
     _write_inputs(tmp_path, [0])
-    _run(_process(spark, tmp_path, Scale()), tmp_path)
-    partitioned = _process(spark, tmp_path, Scale(), hold_until_ready=[FACTORS])
-    assert partitioned.plan.path == "partitioned"
-    with pytest.raises(IncompatibleCheckpointError, match='path: the checkpoint has "streamed"'):
-        partitioned.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"))
+    _run(_process(spark, tmp_path, Scale(), hold_until_ready=[FACTORS]), tmp_path)
+    streamed = _process(spark, tmp_path, Scale())
+    assert kind_of(streamed) == "streamed"
+    with pytest.raises(IncompatibleCheckpointError, match="keeps state per subtask"):
+        streamed.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"))
     # a checkpoint holding operator state (a query the user started on result.main)
     os.makedirs(tmp_path / "other" / "state")
     with pytest.raises(IncompatibleCheckpointError, match="holds the stateful operator's state"):

@@ -24,6 +24,7 @@ from sparkcast.spark.execution.streamed import streamed_runner
 from sparkcast.spark.execution.task_writer import TaskWriter
 from sparkcast.spark.outputs.operators import operator_processor, stateless_runner
 from sparkcast.spark.outputs.task_files import file_layout
+from tests.spark.kinds import kind_of
 from tests.spark.worker_function import RULES, Count, Enrich
 
 pytestmark = pytest.mark.spark
@@ -67,7 +68,7 @@ def test_the_operator_paths_worker_imports_the_processor_and_state_alone(spark, 
     events, rules = _frames(spark)
     result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
               .process(Count(), "k string, seen long"))
-    assert result.plan.path == "operator"
+    assert kind_of(result) == "operator"
     modules = _imported_by_a_worker(operator_processor(result.plan), tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.processor", "sparkcast.spark.execution.dead_letters",
@@ -79,7 +80,7 @@ def test_the_stateless_paths_worker_imports_the_runner_alone(spark, tmp_path):
     events, rules = _frames(spark)
     result = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
         Enrich(), "k string, limit long")
-    assert result.plan.path == "stateless"
+    assert kind_of(result) == "stateless"
     modules = _imported_by_a_worker(stateless_runner(result.plan), tmp_path)
     assert _spark_modules(modules) == COMMON | {"sparkcast.spark.execution.stateless"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
@@ -92,7 +93,7 @@ def test_the_streamed_paths_worker_imports_the_runner_and_snapshots(spark, tmp_p
     rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
     result = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
         Enrich(), "k string, limit long")
-    assert result.plan.path == "streamed"
+    assert kind_of(result) == "streamed"
     modules = _imported_by_a_worker(streamed_runner(result.plan, None), tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
@@ -108,7 +109,7 @@ def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spa
     rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
     result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
               .process(Count(), "k string, seen long"))
-    assert result.plan.path == "partitioned"
+    assert kind_of(result) == "partitioned"
     runner = PartitionedRunner(result.plan.for_workers(), 0, None, None, [], "never", {},
                                (None, 0), (str(tmp_path / "keyed"), "store"), "{}")
     modules = _imported_by_a_worker(runner, tmp_path)

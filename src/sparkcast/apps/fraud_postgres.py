@@ -1,7 +1,7 @@
 """The fraud demo the real way: rules in a PostgreSQL table, decisions written to PostgreSQL.
 
 ``sparkcast demo fraud --postgres`` (``make demo-postgres``) starts a throwaway PostgreSQL
-(``apps/postgres.py``), creates the tables, and runs the fraud application (``apps/fraud.py``)
+(``testing/postgres.py``), creates the tables, and runs the fraud application (``apps/fraud.py``)
 with::
 
     fraud_rules (PostgreSQL) ─ postgres_table ─ .broadcast(rules) ─┐
@@ -33,7 +33,7 @@ from sparkcast.apps.fraud import (
     REVIEW,
     UPDATED_RULES,
 )
-from sparkcast.apps.postgres import PostgresCluster, PostgresDatabase, jdbc_jar
+from sparkcast.testing.postgres import PostgresCluster, PostgresDatabase, jdbc_jar
 
 RULES_TABLE = "fraud_rules"
 #: the output tables, created before the query starts (the jdbc sink checks their columns)

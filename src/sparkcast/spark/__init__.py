@@ -1,15 +1,15 @@
 """The Spark runtime: the only package that imports pyspark, in rooms by job.
 
 ``datastream`` wires DataFrames into the pattern (``Stream`` ... ``ProcessResult``); ``planning``
-turns a ``process(...)`` call into a ``plan.RuntimePlan`` on one ``plan.ExecutionPath``, chosen
-once by ``planning.choice`` (``result.explain()`` shows it); ``execution`` runs the engine core in
-the Python workers; ``outputs`` builds the output frames and starts the query; ``state``,
+turns a ``process(...)`` call into a ``plan.RuntimePlan`` run by one ``plan.Engine`` of two,
+chosen once by ``planning.choice`` (``result.explain()`` shows it); ``execution`` runs the engine
+core in the Python workers; ``outputs`` builds the output frames and starts the query; ``state``,
 ``observe``, ``launch`` and ``tools`` serve them. Imports run one way: leaves (``layout``,
 ``plan``, ``environment``) → ``state`` → ``observe`` → ``launch`` → ``execution`` → ``planning`` →
 ``outputs`` → ``tools`` → ``datastream`` (docs/architecture.md).
 
 The public names below load on first use (PEP 562), so a Python worker that unpickles a
-processor imports only the execution path it runs, and ``layout`` imports without pyspark.
+processor imports only the engine it runs, and ``layout`` imports without pyspark.
 """
 
 from __future__ import annotations

@@ -43,9 +43,10 @@ from sparkcast.spark.outputs.operators import tagged_output
 from sparkcast.spark.outputs.sinks import start_sink
 from sparkcast.spark.outputs.targets import start as start_sinks
 from sparkcast.spark.outputs.typed import dead_letter_rows, main_rows, side_rows
-from sparkcast.spark.plan import BATCH_PATHS, ProcessSpec, RuntimePlan
+from sparkcast.spark.plan import ProcessSpec, RuntimePlan
 from sparkcast.spark.planning.bootstrap import attach_initial_state
 from sparkcast.spark.planning.checks import prepare
+from sparkcast.spark.planning.choice import Choice
 from sparkcast.spark.planning.explain import Explanation, explanation
 from sparkcast.spark.planning.paths import dataframe_choice, query_choice
 from sparkcast.spark.planning.planner import build_keyed_plan, build_plan, parse_schema
@@ -259,7 +260,7 @@ class ProcessResult:
     def tagged(self) -> DataFrame:
         """The operator's raw output: ``_tag``, ``_ts``, ``_payload`` and the main fields."""
         if self._tagged is None:
-            if self.plan.path in BATCH_PATHS:
+            if self.plan.per_batch_driver:
                 dataframe_choice(self.plan)  # engine="micro_batch" cannot serve: the reason
             tagged = tagged_output(self.plan)
             if tagged.isStreaming:
@@ -354,8 +355,11 @@ class ProcessResult:
         """Print and return the engine this plan takes, why, how each side and output is read
         and written, and what it costs; with ``checkpoint_location``, for a query restarting
         from it (a checkpoint keeps the engine it was written by)."""
-        explained = explanation(self.plan, query_choice(self.plan, checkpoint_location),
-                                dataframe_choice(self.plan))
+        try:
+            frames: Choice | str = dataframe_choice(self.plan)
+        except PipelineError as refused:  # engine="micro_batch" of a plan that needs the driver
+            frames = str(refused)
+        explained = explanation(self.plan, query_choice(self.plan, checkpoint_location), frames)
         print(explained)
         return explained
 
@@ -363,12 +367,12 @@ class ProcessResult:
         """This result as a query over ``checkpoint_location`` runs it: the same plan, or a copy
         on the engine the checkpoint was written by (this plan is never changed)."""
         choice = query_choice(self.plan, checkpoint_location)
-        if choice.path is self.plan.path:
+        if choice.engine is self.plan.engine:
             return self
         if self.observation is None:  # named here, so result.observation names the query's
             assert self.plan.spark is not None
             self.observation = next_name(self.plan.spark)
-        outputs = ProcessResult(replace(self.plan, path=choice.path, reason=choice.reason))
+        outputs = ProcessResult(replace(self.plan, engine=choice.engine, reason=choice.reason))
         outputs.observation = self.observation
         return outputs
 

@@ -2,24 +2,20 @@
 engine, chosen once by one pure function of the plan's facts and the checkpoint
 (``planning/choice.py``) before a query starts.
 
-Two engines (``Engine``, the public ``process(..., engine=...)``) run a plan: the operator, and
-the micro-batch engine in three variants (``ExecutionPath``, what a checkpoint records; see
-docs/architecture.md):
+Two engines (``Engine``; see docs/architecture.md) run a plan:
 
 * ``OPERATOR``: the inputs unioned, shuffled by subtask and run by one
-  ``transformWithStateInPandas`` operator (``execution/processor.py``): keyed state, timers,
-  ``hold_until_ready``, event-time alignment;
-* ``STATELESS``: a non-keyed function over a static broadcast side, one ``mapInArrow`` where
-  the rows lie (``execution/stateless.py``);
-* ``STREAMED``: a non-keyed function over a streamed broadcast side written by
-  ``write_stream``: one ``foreachBatch`` query that applies each micro-batch's broadcast elements
-  once on the driver (``execution/streamed.py``). ``result.main`` of such a plan is the
-  operator's;
-* ``PARTITIONED``: the same query for a keyed, ``hold_until_ready`` or event-aligned function
-  (over a streamed broadcast side, a static one, or none: ``KeyedProcessFunction``,
-  ``KeyedCoProcessFunction``): broadcast applied once on the driver, main rows repartitioned
-  by subtask into one ``mapInArrow`` over each subtask's keyed store
-  (``execution/partitioned.py``).
+  ``transformWithStateInPandas`` operator (``execution/processor.py``), state in Spark's state
+  store; where a composed streaming DataFrame needs driver work per micro-batch, and for what
+  the micro-batch engine cannot serve;
+* ``MICRO_BATCH``: broadcast elements applied once per micro-batch on the driver into a snapshot,
+  main rows through Python once. Two facts of the plan shape its query: ``per_batch_driver`` (a
+  streamed broadcast side or state per subtask: one ``foreachBatch`` over the inputs,
+  ``execution/streamed.py``; otherwise, a static side and no state, one ``mapInArrow`` where
+  the rows lie, also a plain streaming DataFrame, ``execution/stateless.py``) and
+  ``by_subtask`` (state per subtask, with a streamed broadcast side, a static one or none:
+  main rows repartitioned by subtask into each subtask's keyed store,
+  ``execution/partitioned.py``).
 """
 
 from __future__ import annotations
@@ -42,30 +38,24 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 
-class ExecutionPath(StrEnum):
-    """How a plan runs; its value is what a checkpoint's layout record keeps."""
-
-    OPERATOR = "operator"
-    STATELESS = "stateless"
-    STREAMED = "streamed"
-    PARTITIONED = "partitioned"
-
-
-#: the paths whose query is one ``foreachBatch`` over both inputs, broadcast applied once
-BATCH_PATHS = (ExecutionPath.STREAMED, ExecutionPath.PARTITIONED)
-
-
 class Engine(StrEnum):
-    """The public names of ``process(..., engine=...)``: ``"auto"`` lets the choice decide."""
+    """The engine that runs a plan; its value is what a checkpoint's layout record keeps."""
 
-    AUTO = "auto"
     MICRO_BATCH = "micro_batch"
     OPERATOR = "operator"
 
 
-def engine_of(path: ExecutionPath) -> Engine:
-    """The engine a path belongs to: every path but the operator's is a micro-batch variant."""
-    return Engine.OPERATOR if path is ExecutionPath.OPERATOR else Engine.MICRO_BATCH
+#: ``process(..., engine=AUTO)``: the choice decides
+AUTO = "auto"
+#: what sparkcast 0.3 recorded for the micro-batch engine's shapes (its three paths)
+_RECORDED_MICRO_BATCH = ("stateless", "streamed", "partitioned")
+
+
+def recorded_engine(recorded: str | None) -> Engine | None:
+    """The engine a layout record's ``path`` names (None: no record); 0.3's names included."""
+    if recorded is None:
+        return None
+    return Engine.MICRO_BATCH if recorded in _RECORDED_MICRO_BATCH else Engine(recorded)
 
 
 class BroadcastSide(StrEnum):
@@ -97,9 +87,18 @@ class PlanFacts:
 
     @property
     def per_subtask_state(self) -> bool:
-        """State that lives with a subtask: keyed state, held elements, event alignment."""
-        return (self.keyed or self.keyed_state or self.hold_until_ready
-                or self.event_aligned)
+        """State that lives with a subtask: keyed state, timers, held elements, a keyed
+        function without a broadcast side, and event-time alignment with a streamed broadcast
+        side (it interleaves the two sides per subtask; static rows all come first)."""
+        aligned = self.event_aligned and self.broadcast is not BroadcastSide.STATIC
+        return (self.keyed or self.keyed_state or self.hold_until_ready or aligned
+                or self.timers or self.broadcast is BroadcastSide.NONE)
+
+    @property
+    def driver_per_batch(self) -> bool:
+        """Whether the micro-batch engine's driver works per micro-batch: a broadcast side
+        that is not static, or state per subtask (its store commits per micro-batch)."""
+        return self.broadcast is not BroadcastSide.STATIC or self.per_subtask_state
 
 
 @dataclass(frozen=True)
@@ -158,10 +157,10 @@ class RuntimePlan:
     state_buckets: int
     blob_store: str
     blob_store_chosen: bool = False
-    path: ExecutionPath = ExecutionPath.OPERATOR
-    # what the choice read, the engine the user asked for, and why ``path`` was chosen
+    engine: Engine = Engine.OPERATOR
+    # what the choice read, the engine the user asked for, and why ``engine`` was chosen
     facts: PlanFacts | None = None
-    requested: Engine = Engine.AUTO
+    requested: str = AUTO
     reason: str = ""
     static_broadcast: list[BroadcastElement] = field(default_factory=list)
     # a KeyedCoProcessFunction's second keyed input (packed with layout.SECOND_SIDE)
@@ -185,20 +184,41 @@ class RuntimePlan:
         return bool(self.key_positions)
 
     @property
-    def clocked(self) -> bool:
-        """Timers on the partitioned path: its query carries a no-op stateful operator so that
-        Spark runs no-data micro-batches (``tagging.clock``)."""
-        return self.path is ExecutionPath.PARTITIONED and self.time_mode != "None"
+    def per_batch_driver(self) -> bool:
+        """The micro-batch engine with a streamed broadcast side or state per subtask: its
+        query is one ``foreachBatch`` in which the driver applies each micro-batch's broadcast
+        elements (False: a static side and no state, one ``mapInArrow`` where the rows lie)."""
+        return (self.engine is Engine.MICRO_BATCH and self.facts is not None
+                and self.facts.driver_per_batch)
 
-    def for_workers(self, path: ExecutionPath | None = None) -> RuntimePlan:
-        """A copy without the driver's objects, to ship; ``path`` overrides the plan's (the
-        operator built for a streamed plan's ``result.main``)."""
+    @property
+    def in_place(self) -> bool:
+        """The micro-batch engine over a static broadcast side without state: one
+        ``mapInArrow`` where the rows lie, nothing on the driver between micro-batches."""
+        return self.engine is Engine.MICRO_BATCH and not self.per_batch_driver
+
+    @property
+    def by_subtask(self) -> bool:
+        """The micro-batch engine with state per subtask: main rows repartitioned by subtask
+        into each subtask's keyed store."""
+        return (self.engine is Engine.MICRO_BATCH and self.facts is not None
+                and self.facts.per_subtask_state)
+
+    @property
+    def clocked(self) -> bool:
+        """Timers on the micro-batch engine: its query carries a no-op stateful operator so
+        that Spark runs no-data micro-batches (``tagging.clock``)."""
+        return self.by_subtask and self.time_mode != "None"
+
+    def for_workers(self, engine: Engine | None = None) -> RuntimePlan:
+        """A copy without the driver's objects, to ship; ``engine`` overrides the plan's (the
+        operator built for a micro-batch plan's ``result.main``)."""
         shipped = copy.copy(self)
         shipped.tagged_input = None
         shipped.corrupt_input = None
         shipped.streamed_input = None
         shipped.spark = None
         shipped.initial_seeds = {}
-        if path is not None:
-            shipped.path = path
+        if engine is not None:
+            shipped.engine = engine
         return shipped

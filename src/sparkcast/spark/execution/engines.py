@@ -22,9 +22,9 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import Engine, RuntimePlan
 
-_ENGINES: LRUCache[tuple[str, ExecutionPath, int], SubtaskEngine] = LRUCache(maxsize=256)
+_ENGINES: LRUCache[tuple[str, Engine, int], SubtaskEngine] = LRUCache(maxsize=256)
 
 
 def new_engine(function: BaseBroadcastProcessFunction,
@@ -64,7 +64,7 @@ def cached_engine(plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEng
                   ) -> SubtaskEngine:
     """This worker's engine for ``plan``'s subtask on its path, made by ``make`` the first time;
     its pending outputs are dropped (a failed task's, which Spark retries)."""
-    key = (plan.pipeline_id, plan.path, subtask)
+    key = (plan.pipeline_id, plan.engine, subtask)
     engine = _ENGINES.get(key)
     if engine is None:
         engine = _ENGINES[key] = make()

@@ -67,7 +67,7 @@ from sparkcast.spark.layout import (
     main_column,
     second_column,
 )
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
 from sparkcast.spark.state.compatibility import guard_subtask, layout_json, layout_of
 from sparkcast.spark.state.keyed_store import SubtaskStore
@@ -78,7 +78,7 @@ ALWAYS, IF_HELD, NEVER = "always", "if_held", "never"  # which subtasks apply th
 
 def micro_batch_outputs(plan: RuntimePlan, checkpoint_location: str) -> MicroBatchOutputs:
     """The per-micro-batch outputs of a plan on the streamed or the partitioned path."""
-    if plan.path is ExecutionPath.PARTITIONED:
+    if plan.by_subtask:
         return PartitionedOutputs(plan, checkpoint_location)
     return MicroBatchOutputs(plan, checkpoint_location)
 

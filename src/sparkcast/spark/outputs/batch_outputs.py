@@ -34,7 +34,7 @@ from sparkcast.spark.observe.observation import next_name, observed
 from sparkcast.spark.outputs import streamed_writer
 from sparkcast.spark.outputs.sinks import TaggedOutputs, prepare_checkpoint
 from sparkcast.spark.outputs.typed import split
-from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath
+from sparkcast.spark.plan import Engine
 
 #: ``(tagged, {output: typed frame}, batch_id)``: what a consumer of the query gets per batch
 Consumer = Callable[[DataFrame, dict[str, DataFrame], int], None]
@@ -50,12 +50,12 @@ class TaggedBatches:
         self.plan = plan
         #: whether each batch's counts are observed and reported (costs one materialising job)
         self.count = count
-        self.persist = persist or plan.path is ExecutionPath.OPERATOR
+        self.persist = persist or plan.engine is Engine.OPERATOR
         if outputs.observation is None:
             outputs.observation = next_name(plan.spark)
         self.observation = outputs.observation
         self.streamed = (micro_batch_outputs(plan, checkpoint_location)
-                         if plan.path in BATCH_PATHS else None)
+                         if plan.per_batch_driver else None)
         self.input = plan.streamed_input if self.streamed is not None else outputs.tagged
 
     @contextmanager
@@ -67,7 +67,7 @@ class TaggedBatches:
                 return
             tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                if self.plan.path is ExecutionPath.OPERATOR:
+                if self.plan.engine is Engine.OPERATOR:
                     tagged.count()  # the state of this batch is committed only if it runs
                 yield tagged
             finally:
@@ -119,8 +119,8 @@ def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
           persist: bool) -> StreamingQuery:
     """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
     prepare_checkpoint(outputs, checkpoint_location)
-    if outputs.plan.path in BATCH_PATHS:
-        streamed_writer.refuse_operator_state(outputs.plan, checkpoint_location)
+    if outputs.plan.per_batch_driver:
+        streamed_writer.refuse_other_state(outputs.plan, checkpoint_location)
     batches = TaggedBatches(outputs, checkpoint_location, count, persist)
     assert batches.input is not None
     writer = (streamed_writer.input_stream(outputs.plan) if batches.streamed is not None

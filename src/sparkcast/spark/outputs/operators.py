@@ -18,7 +18,7 @@ from sparkcast.spark.execution.encoding import tagged_schema
 from sparkcast.spark.execution.processor import BroadcastProcessor
 from sparkcast.spark.execution.stateless import StatelessRunner
 from sparkcast.spark.layout import SUBTASK, TS, broadcast_column
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.bootstrap import initial_state_frame
 
 
@@ -27,7 +27,7 @@ def tagged_output(plan: RuntimePlan) -> DataFrame:
     assert plan.tagged_input is not None
     schema = plan.tagged_input.schema
     output = tagged_schema(plan.output_schema, schema[TS].dataType)
-    if plan.path is ExecutionPath.STATELESS:
+    if plan.in_place:
         tagged = plan.tagged_input.mapInArrow(stateless_runner(plan), output)
     else:
         tagged = _stateful(plan, output)
@@ -50,7 +50,7 @@ def operator_processor(plan: RuntimePlan) -> BroadcastProcessor:
     broadcast_types = [schema[broadcast_column(i)].dataType
                        for i in range(len(plan.broadcast_fields))
                        if broadcast_column(i) in names]
-    return BroadcastProcessor(plan.for_workers(ExecutionPath.OPERATOR), broadcast_types)
+    return BroadcastProcessor(plan.for_workers(Engine.OPERATOR), broadcast_types)
 
 
 def _stateful(plan: RuntimePlan, output: StructType) -> DataFrame:

@@ -33,7 +33,7 @@ from sparkcast.spark.outputs.files import (
     write_manifest,
 )
 from sparkcast.spark.outputs.guarded import guard_output, owner_record, remove_orphans
-from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
 from sparkcast.spark.planning.tagging import adopt_groups
 from sparkcast.spark.state import checkpoint_files
@@ -86,17 +86,13 @@ class BatchSink:
         return streamed_writer.start(plan, writer, checkpoint_location, trigger, query_name)
 
 
-SINKS: dict[ExecutionPath, OutputSink] = {ExecutionPath.OPERATOR: FileSink(),
-                                          ExecutionPath.STATELESS: FileSink(),
-                                          ExecutionPath.STREAMED: BatchSink(),
-                                          ExecutionPath.PARTITIONED: BatchSink()}
 
 
 def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
     """A restart keeps the grouping keys its state was written under: Spark keeps the
     checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
     setting, and the keys were balanced for those (docs/state.md, "Rescale in place")."""
-    if plan.path is not ExecutionPath.OPERATOR or not checkpoint_files.committed_batches(
+    if plan.engine is not Engine.OPERATOR or not checkpoint_files.committed_batches(
             checkpoint_location):
         return
     layout = read_layout(checkpoint_location)
@@ -110,12 +106,13 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     plan = outputs.plan
     guard_output(plan, path, checkpoint_location)
     prepare_checkpoint(outputs, checkpoint_location)
-    if plan.path not in BATCH_PATHS:
+    if not plan.per_batch_driver:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
         CommitLog(path, _compact_interval(plan)).fill(
             checkpoint_files.committed_batches(checkpoint_location))
     write_files_manifest(plan, path, checkpoint_location)
-    query = SINKS[plan.path].start(outputs, path, checkpoint_location, format, trigger,
+    sink: OutputSink = BatchSink() if plan.per_batch_driver else FileSink()
+    query = sink.start(outputs, path, checkpoint_location, format, trigger,
                                    query_name)
     log = progress_log_path(path)
     if log is not None:

@@ -27,7 +27,7 @@ from sparkcast.spark.observe.observation import observed, observed_row
 from sparkcast.spark.outputs.files import partitioned
 from sparkcast.spark.outputs.task_files import file_layout, write_in_tasks
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.state import checkpoint_files, storage
+from sparkcast.spark.state import checkpoint_files, keyed_store, storage
 from sparkcast.spark.state.commit_log import CommitLog
 
 
@@ -124,7 +124,7 @@ def report(query: StreamingQuery | None, batch_id: int, row: dict[str, Any], app
 def start(plan: RuntimePlan, writer: StreamedWriter, checkpoint_location: str,
           trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """The one streaming query of the streamed path."""
-    refuse_operator_state(plan, checkpoint_location)
+    refuse_other_state(plan, checkpoint_location)
     return start_query(input_stream(plan).foreachBatch(writer)
                        .option("checkpointLocation", checkpoint_location), trigger, query_name)
 
@@ -147,14 +147,21 @@ def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
     return stream.start()
 
 
-def refuse_operator_state(plan: RuntimePlan, checkpoint_location: str) -> None:
-    """A checkpoint with Spark operator state was written by the operator path (perhaps by a
-    query the user started on ``result.main``, which records no layout file); a clocked plan's
-    own clock keeps state there too (its layout record tells the paths apart)."""
+def refuse_other_state(plan: RuntimePlan, checkpoint_location: str) -> None:
+    """A checkpoint with Spark operator state was written by the operator engine (perhaps by a
+    query the user started on ``result.main``, which records no layout file; a clocked plan's
+    own clock keeps state there too, and its layout record tells the engines apart). One with
+    keyed stores kept state per subtask, which a plan without such state would drop (a plan
+    that gains it starts from empty stores, as the operator starts from empty state)."""
+    held = None
     if not plan.clocked and checkpoint_files.holds_operator_state(checkpoint_location):
+        held = ("the checkpoint holds the stateful operator's state, this pipeline runs on "
+                "the micro-batch engine")
+    elif not plan.by_subtask and storage.is_dir(keyed_store.folder(checkpoint_location)):
+        held = ("the checkpoint keeps state per subtask (keyed state, timers or held "
+                "elements), this pipeline has none and would drop it")
+    if held:
         raise IncompatibleCheckpointError(
             f"this pipeline cannot restart from checkpoint {checkpoint_location}; nothing was "
-            "run. path: the checkpoint holds the stateful operator's state, this pipeline "
-            "takes the streamed path (a non-keyed function over a streamed broadcast side, "
-            "state applied once per micro-batch): start a new checkpoint. See "
+            f"run. state: {held}: start a new checkpoint, or keep the function's state. See "
             "docs/operations.md, 'What may change between restarts'.")

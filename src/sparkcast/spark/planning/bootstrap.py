@@ -27,7 +27,7 @@ from sparkcast.core.seed import Seed, initial_seed, split_by_key
 from sparkcast.errors import PipelineError
 from sparkcast.spark.execution.routing import hash_columns
 from sparkcast.spark.layout import SUBTASK
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files, storage
 
 MAX_INITIAL_ROWS = 1_000_000
@@ -39,7 +39,7 @@ def attach_initial_state(plan: RuntimePlan, initial_state: Mapping[Any, DataFram
     """Check ``initial_state`` and give the plan one seed per subtask."""
     seeds = (prepared_seeds(initial_state, plan) if isinstance(initial_state, str)
              else _seeds_of_frames(plan, initial_state))
-    if plan.path is ExecutionPath.STATELESS:
+    if plan.in_place:
         raise PipelineError("initial_state needs state, and this plan has none (a non-keyed "
                             "function with a static broadcast side): the static side is "
                             "already its broadcast state")

@@ -26,7 +26,7 @@ from sparkcast.spark.environment import (
     master_of,
     session_cores,
 )
-from sparkcast.spark.plan import ExecutionPath, RuntimePlan
+from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import blobs, storage
 
 
@@ -37,7 +37,7 @@ def prepare(plan: RuntimePlan) -> None:
     if not plan.blob_store_chosen:
         plan.blob_store = blobs.default_blob_store(plan.pipeline_id,
                                                    is_local_master(master_of(spark)))
-    if plan.path is not ExecutionPath.STATELESS:
+    if not plan.in_place:
         _check_state_store(spark)
     if str(spark.conf.get("spark.sql.shuffle.partitions", "")) == SPARK_DEFAULT_PARTITIONS:
         warnings.warn(

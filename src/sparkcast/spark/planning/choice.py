@@ -3,21 +3,20 @@ checkpoint's record and how the result is consumed, called before any query star
 
 The micro-batch engine (broadcast applied once per micro-batch on the driver, main rows through
 Python once) is taken wherever its results equal the operator's; the differential tests run
-the same programs through both. Its variants (``ExecutionPath``):
+the same programs through both. The plan's facts shape its query (``RuntimePlan``): a static
+broadcast side and no state (and applying the static rows emitted nothing: those outputs would
+repeat in every task) is one ``mapInArrow`` where the rows lie, also a plain streaming
+DataFrame; a streamed broadcast side is one ``foreachBatch`` whose driver applies each
+micro-batch's elements; state per subtask repartitions the main rows by subtask.
 
-* ``STATELESS``: a static broadcast side and no state (no keyed state, no
-  ``hold_until_ready``, and applying the static rows emitted nothing: those outputs would repeat
-  in every task); one ``mapInArrow`` where the rows lie, also as a plain streaming DataFrame;
-* ``STREAMED``: a streamed broadcast side, no state per subtask;
-* ``PARTITIONED``: state per subtask (keyed state, ``hold_until_ready``, event-time alignment)
-  with a streamed broadcast side, a static one (applied once on the driver into snapshot -1),
-  or none (``KeyedProcessFunction``, ``KeyedCoProcessFunction``): main rows repartitioned by
-  subtask; timers fire without more input through the query's clock (``tagging.clock``).
+State per subtask may come with a streamed broadcast side, a static one (applied once on the
+driver into snapshot -1) or none (``KeyedProcessFunction``, ``KeyedCoProcessFunction``);
+timers fire without more input through the query's clock (``tagging.clock``).
 
 The operator engine takes the rest (batch inputs with state, Spark Connect, ``initial_state``
-with a static side), and ``result.main`` (a streaming DataFrame) of a streamed or partitioned
-plan: nothing runs on the driver between a micro-batch's two sides there, and keyed state
-needs Spark's state store.
+with a static side), and ``result.main`` (a streaming DataFrame) of a plan whose driver works
+per micro-batch: nothing runs on the driver between a micro-batch's two sides there, and keyed
+state needs Spark's state store.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import BroadcastSide, Engine, ExecutionPath, PlanFacts, engine_of
+from sparkcast.spark.plan import AUTO, BroadcastSide, Engine, PlanFacts
 
 
 class Consumer(StrEnum):
@@ -38,14 +37,10 @@ class Consumer(StrEnum):
 
 @dataclass(frozen=True)
 class Choice:
-    """A path and why it was taken."""
+    """An engine and why it was taken."""
 
-    path: ExecutionPath
+    engine: Engine
     reason: str
-
-    @property
-    def engine(self) -> Engine:
-        return engine_of(self.path)
 
 
 RECORDED_OPERATOR = ("the checkpoint was written by the operator engine (sparkcast 0.3 ran "
@@ -57,44 +52,44 @@ DATAFRAME_REASON = ("result.main and the side-output DataFrames are streaming Da
                     "engine")
 
 
-def choose(facts: PlanFacts, requested: Engine | str = Engine.AUTO, recorded: str | None = None,
+def choose(facts: PlanFacts, requested: str = AUTO, recorded: Engine | None = None,
            consumer: Consumer = Consumer.QUERY) -> Choice:
-    """The path of a plan with ``facts``; ``recorded`` is the checkpoint's layout record's path
-    (None for a new checkpoint). Raises ``PipelineError`` where ``requested`` cannot serve."""
-    requested = engine_named(requested)
+    """The engine of a plan with ``facts``; ``recorded`` is the engine the checkpoint's layout
+    record names (None for a new checkpoint). Raises ``PipelineError`` where ``requested``
+    cannot serve."""
+    asked = engine_named(requested)
     fresh = _fresh(facts, consumer)
-    if recorded is not None and requested is not Engine.AUTO and engine_of(
-            ExecutionPath(recorded)) is not requested:
-        raise PipelineError(f"engine={requested.value!r}: the checkpoint was written by the "
-                            f"{engine_of(ExecutionPath(recorded)).value} engine ({recorded}), "
-                            "whose state the other cannot read; start a new checkpoint, or "
-                            "leave engine='auto'")
-    if requested is Engine.OPERATOR:
-        return Choice(ExecutionPath.OPERATOR, "engine='operator' was asked for")
+    if recorded is not None and asked is not None and recorded is not asked:
+        raise PipelineError(f"engine={asked.value!r}: the checkpoint was written by the "
+                            f"{recorded.value} engine, whose state the other cannot read; start "
+                            "a new checkpoint, or leave engine='auto'")
+    if asked is Engine.OPERATOR:
+        return Choice(Engine.OPERATOR, "engine='operator' was asked for")
     if isinstance(fresh, str):
-        if requested is Engine.MICRO_BATCH:
+        if asked is Engine.MICRO_BATCH:
             raise PipelineError(f"engine='micro_batch' cannot run this plan: {fresh}; leave "
                                 "engine='auto' (or 'operator')")
-        return Choice(ExecutionPath.OPERATOR, fresh)
-    if recorded == ExecutionPath.OPERATOR and fresh.path in (ExecutionPath.STREAMED,
-                                                             ExecutionPath.PARTITIONED):
-        return Choice(ExecutionPath.OPERATOR, RECORDED_OPERATOR)
+        return Choice(Engine.OPERATOR, fresh)
+    if recorded is Engine.OPERATOR and facts.driver_per_batch:
+        return Choice(Engine.OPERATOR, RECORDED_OPERATOR)
     return fresh
 
 
-def engine_named(name: Engine | str) -> Engine:
+def engine_named(name: str) -> Engine | None:
+    """The engine ``process(..., engine=name)`` asks for; None for ``"auto"``."""
+    if name == AUTO:
+        return None
     try:
         return Engine(name)
     except ValueError:
-        raise PipelineError(f"engine must be one of {[e.value for e in Engine]}, not "
-                            f"{name!r}") from None
+        raise PipelineError(f"engine must be one of {[AUTO, *(e.value for e in Engine)]}, "
+                            f"not {name!r}") from None
 
 
 def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
-    """The micro-batch variant for a new checkpoint, or why there is none."""
-    if facts.broadcast is BroadcastSide.STATIC and not (
-            facts.keyed or facts.keyed_state or facts.hold_until_ready):
-        return _stateless(facts)
+    """The micro-batch engine's choice for a new checkpoint, or why it cannot serve."""
+    if facts.broadcast is BroadcastSide.STATIC and not facts.per_subtask_state:
+        return _in_place(facts)
     why_not = _why_not_micro_batch(facts)
     if why_not:
         return why_not
@@ -102,20 +97,20 @@ def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
         return DATAFRAME_REASON if facts.broadcast is BroadcastSide.STREAMED else STATE_REASON
     side = _side_of(facts)
     if facts.timers and facts.event_time:
-        return Choice(ExecutionPath.PARTITIONED, f"{side} and event-time timers: {_work(facts)}, "
+        return Choice(Engine.MICRO_BATCH, f"{side} and event-time timers: {_work(facts)}, "
                       "main rows repartitioned by subtask; a no-op aggregate in the query "
                       "makes Spark run a micro-batch when the watermark moves, so due timers "
                       "fire without more input")
     if facts.timers:
-        return Choice(ExecutionPath.PARTITIONED, f"{side} and processing-time timers: "
+        return Choice(Engine.MICRO_BATCH, f"{side} and processing-time timers: "
                       f"{_work(facts)}, main rows repartitioned by subtask; a no-op "
                       "transformWithState in ProcessingTime mode in the query makes Spark run "
                       "a micro-batch at every trigger, as the operator's does, so due timers "
                       "fire without more input (and an availableNow query never ends)")
     if not facts.per_subtask_state:
-        return Choice(ExecutionPath.STREAMED, f"{side} and no state per subtask: "
+        return Choice(Engine.MICRO_BATCH, f"{side} and no state per subtask: "
                       f"{_work(facts)}, main rows read where they lie")
-    return Choice(ExecutionPath.PARTITIONED, f"{side} and state per subtask "
+    return Choice(Engine.MICRO_BATCH, f"{side} and state per subtask "
                   f"({_state_of(facts)}): {_work(facts)}, main rows repartitioned by subtask")
 
 
@@ -142,12 +137,12 @@ def _work(facts: PlanFacts) -> str:
     return "broadcast applied once per micro-batch on the driver"
 
 
-def _stateless(facts: PlanFacts) -> Choice | str:
+def _in_place(facts: PlanFacts) -> Choice | str:
     """A static broadcast side and no state per subtask."""
     if facts.static_emits:
         return ("process_broadcast_element emits outputs for the static rows, which every "
                 "task of the micro-batch engine would emit again")
-    return Choice(ExecutionPath.STATELESS, "a static broadcast side and no state: one "
+    return Choice(Engine.MICRO_BATCH, "a static broadcast side and no state: one "
                   "mapInArrow where the main rows lie, no shuffle")
 
 
@@ -170,6 +165,7 @@ def _why_not_micro_batch(facts: PlanFacts) -> str:
 
 def _state_of(facts: PlanFacts) -> str:
     kinds = [name for name, has in (("keyed", facts.keyed or facts.keyed_state),
+                                    ("timers", facts.timers),
                                     ("hold_until_ready", facts.hold_until_ready),
                                     ("event-time alignment", facts.event_aligned)) if has]
     return ", ".join(kinds)

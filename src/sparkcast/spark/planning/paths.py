@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 
 from sparkcast.spark.environment import is_connect
 from sparkcast.spark.execution.stateless import needs_no_state
-from sparkcast.spark.plan import BroadcastSide, PlanFacts, ProcessSpec, RuntimePlan
+from sparkcast.spark.plan import BroadcastSide, PlanFacts, ProcessSpec, RuntimePlan, recorded_engine
 from sparkcast.spark.planning.choice import Choice, Consumer, choose
 from sparkcast.spark.state.compatibility import read_layout
 
@@ -50,7 +50,7 @@ def query_choice(plan: RuntimePlan, checkpoint_location: str | None) -> Choice:
     facts and requested engine with what the checkpoint's layout record says it was written by."""
     assert plan.facts is not None
     layout = read_layout(checkpoint_location) if checkpoint_location else None
-    return choose(plan.facts, plan.requested, (layout or {}).get("path"))
+    return choose(plan.facts, plan.requested, recorded_engine((layout or {}).get("path")))
 
 
 def dataframe_choice(plan: RuntimePlan) -> Choice:

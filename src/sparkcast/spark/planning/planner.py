@@ -28,8 +28,8 @@ from sparkcast.spark.environment import default_parallelism
 from sparkcast.spark.execution.engines import new_engine
 from sparkcast.spark.execution.values import collect_elements
 from sparkcast.spark.layout import ORDER, SECOND_SIDE, TS, check_reserved
-from sparkcast.spark.plan import BATCH_PATHS, ExecutionPath, PlanFacts, ProcessSpec, RuntimePlan
-from sparkcast.spark.planning.choice import choose, engine_named
+from sparkcast.spark.plan import PlanFacts, ProcessSpec, RuntimePlan
+from sparkcast.spark.planning.choice import choose
 from sparkcast.spark.planning.corrupt import split_broadcast_corrupt, split_corrupt, union_corrupt
 from sparkcast.spark.planning.paths import broadcast_facts, keyed_facts
 from sparkcast.spark.planning.tagging import (
@@ -100,20 +100,20 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     if static:
         plan.static_broadcast = _collect_static(broadcast, spec.event_time)
     _choose(plan, broadcast_facts(plan, main, broadcast.df, spec, static), spec)
-    if plan.path is ExecutionPath.STATELESS:
+    if plan.in_place:
         plan.tagged_input = stateless_input(main, spec.event_time)
         return plan
     main_tagged = tag_main(main, key_columns, groups, spec.event_time)
     if main.isStreaming and not broadcast.df.isStreaming:
         plan.tagged_input = main_tagged
-        if plan.path in BATCH_PATHS:  # the static rows travel with the plan, not the input
+        if plan.per_batch_driver:  # the static rows travel with the plan, not the input
             plan.streamed_input = streamed_input(main, None, corrupt, spec.event_time,
                                                  plan.clocked)
         return plan
     plan.static_broadcast = []
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
-    if plan.path in BATCH_PATHS:
+    if plan.per_batch_driver:
         plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time,
                                              plan.clocked)
     return plan
@@ -164,7 +164,7 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
         second_key_positions=tuple(other.columns.index(c) for c in second[1]) if second else (),
     )
     _choose(plan, keyed_facts(plan, main, spec), spec)
-    if plan.path in BATCH_PATHS:
+    if plan.per_batch_driver:
         plan.streamed_input = streamed_input(main, None, corrupt, spec.event_time, plan.clocked,
                                              other if second else None)
     return plan
@@ -173,8 +173,8 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
 def _choose(plan: RuntimePlan, facts: PlanFacts, spec: ProcessSpec) -> None:
     """The one choice of the plan's engine, for a new checkpoint (``choice.choose``)."""
     choice = choose(facts, spec.engine)
-    plan.facts, plan.requested = facts, engine_named(spec.engine)
-    plan.path, plan.reason = choice.path, choice.reason
+    plan.facts, plan.requested = facts, spec.engine
+    plan.engine, plan.reason = choice.engine, choice.reason
 
 
 def _check_same_key_types(a: DataFrame, a_keys: tuple[str, ...], b: DataFrame,

@@ -42,7 +42,7 @@ from typing import Any
 from sparkcast.api.declared_types import compatible_change, describe_type, record_label
 from sparkcast.core.backend import StateBackend
 from sparkcast.errors import IncompatibleCheckpointError
-from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.plan import RuntimePlan, recorded_engine
 from sparkcast.spark.state import checkpoint_files
 from sparkcast.spark.state.backend import LAYOUT_VERSION
 from sparkcast.version import __version__
@@ -55,10 +55,9 @@ _ADVICE = {
     "layout_version": "this checkpoint was written by {writer}, under another layout: start a "
                       "new checkpoint, or run {writer} (docs/operations.md, 'Upgrades', lists "
                       "the releases that read each layout)",
-    "path": "the plan changed between runtime paths (stateless: static broadcast side; "
-            "streamed: non-keyed function over a streamed broadcast side, written by "
-            "write_stream; operator: keyed state, hold_until_ready or time_alignment='event'), "
-            "whose checkpoints hold different state: start a new checkpoint",
+    "path": "the plan changed engines (micro_batch or operator; result.explain() says why "
+            "a plan takes one), whose checkpoints hold different state: start a new "
+            "checkpoint, or keep the engine with process(..., engine={old})",
     "function": "the function's class changed; code changes inside the same class are safe: "
                 "start a new checkpoint, or keep the class {old}",
     "keyed": "a keyed function cannot take over a non-keyed one's state: start a new checkpoint",
@@ -93,7 +92,7 @@ def layout_of(plan: RuntimePlan) -> dict[str, Any]:
     return {
         "layout_version": LAYOUT_VERSION,
         "sparkcast_version": __version__,  # the latest release that wrote; never compared
-        "path": plan.path,
+        "path": plan.engine,
         "function": f"{type(plan.function).__module__}.{type(plan.function).__qualname__}",
         "keyed": plan.keyed,
         "key_columns": [f"{plan.main_fields[p]} {t}"
@@ -119,6 +118,8 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         if item == "subtask_groups" and old.get("parallelism") != new.get("parallelism"):
             continue  # follows from the parallelism, already named
         before, after = old.get(item), new.get(item)
+        if item == "path":  # 0.3 recorded the micro-batch engine's shapes by name
+            before, after = recorded_engine(before), recorded_engine(after)
         if item == "side_outputs":
             before, after = _changed_tags(before or {}, after or {})
         if item in ("broadcast_state", "keyed_state"):

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from sparkcast.core import codec
 from sparkcast.core.seed import Seed, merged, split_by_key
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import ExecutionPath
+from sparkcast.spark.plan import Engine, recorded_engine
 from sparkcast.spark.planning.bootstrap import subtasks_of_keys
 from sparkcast.spark.state import checkpoint_files, storage
 from sparkcast.spark.state.compatibility import read_layout
@@ -95,14 +95,14 @@ def rescale_in_place(spark: SparkSession, checkpoint: str, partitions: int) -> d
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
         raise PipelineError(f"partitions must be an integer of at least 1, not {partitions!r}")
     layout = read_layout(checkpoint)
-    # the partitioned path's timers keep a clock's state there too (tagging.clock): not this
-    if (layout is None or layout.get("path", ExecutionPath.OPERATOR) != ExecutionPath.OPERATOR
+    # the micro-batch engine's timers keep a clock's state there too (tagging.clock): not this
+    if (layout is None or recorded_engine(layout.get("path", "operator")) is not Engine.OPERATOR
             or not checkpoint_files.holds_operator_state(checkpoint)):
         raise PipelineError(
             f"{checkpoint} holds no operator state written by write_stream (path "
-            f"{None if layout is None else layout.get('path')!r}): the stateless, streamed and "
-            "partitioned paths keep no per-partition state (the partitioned path keeps it per "
-            "subtask), so their partitions change with spark.sql.shuffle.partitions alone")
+            f"{None if layout is None else layout.get('path')!r}): the micro-batch engine keeps no "
+            "per-partition state (its keyed state lives per subtask), so its partitions change "
+            "with spark.sql.shuffle.partitions alone")
     before = _state_partitions(spark, checkpoint)
     batch = checkpoint_files.last_committed(checkpoint)
     try:

@@ -11,11 +11,12 @@ bootstrap write, and decodes them with the codec: nothing read runs code.
 
 The checkpoint's layout record (``<checkpoint>/sparkcast/layout.json``, written by
 ``write_stream``) says which grouping key is which subtask and which descriptors are broadcast
-or keyed, so only checkpoints written by ``write_stream`` on the operator path are readable here
-(by path or URI). A stateless plan's checkpoint holds no state; a streamed plan's keeps its
-broadcast state as snapshot files (``state/snapshots.py``): every subtask reads the snapshot of
-the batch, so each gets that one copy. Values come to the driver (state of a job is read for
-inspection, rescale and export, not at stream speed).
+or keyed, so only checkpoints written by ``write_stream`` are readable here (by path or URI). The
+micro-batch engine keeps its broadcast state as snapshot files (``state/snapshots.py``): every
+subtask reads the snapshot of the batch, so each gets that one copy; its keyed state, timers and
+held elements, where it has some, in each subtask's store (``state/keyed_store.py``). Values
+come to the driver (state of a job is read for inspection, rescale and export, not at stream
+speed).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from sparkcast.core.converters import converter
 from sparkcast.core.frozen import thaw
 from sparkcast.core.seed import Seed
 from sparkcast.errors import PipelineError
-from sparkcast.spark.plan import ExecutionPath
-from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
+from sparkcast.spark.plan import Engine, recorded_engine
+from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots, storage
 from sparkcast.spark.state.backend import state_name
 from sparkcast.spark.state.blobs import blob_store_under, load_encoded, load_value
 from sparkcast.spark.state.compatibility import read_layout
@@ -57,8 +58,7 @@ def checkpoint_layout(checkpoint: str) -> dict[str, Any]:
     if layout is None:
         raise PipelineError(f"{checkpoint} has no layout record (sparkcast/layout.json): state "
                             "tools read checkpoints written by result.write_stream")
-    path = layout.get("path")
-    if path == ExecutionPath.STATELESS:
+    if layout.get("path") == "stateless":  # sparkcast 0.3's name, kept in its checkpoints
         raise PipelineError(f"{checkpoint} is a stateless query's checkpoint: it holds no state")
     return layout
 
@@ -72,10 +72,10 @@ def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = N
     generic values for display; ``codec.KEEP_NAMES`` to write them back unchanged)."""
     layout = checkpoint_layout(checkpoint)
     seeds = {i: Seed() for i in range(layout["parallelism"])}
-    if layout.get("path") == ExecutionPath.STREAMED:
-        return layout, _from_snapshot(seeds, checkpoint, batch_id, blob_store)
-    if layout.get("path") == ExecutionPath.PARTITIONED:
+    if recorded_engine(layout.get("path")) is Engine.MICRO_BATCH:
         seeds = _from_snapshot(seeds, checkpoint, batch_id, blob_store)
+        if not storage.is_dir(keyed_store.folder(checkpoint)):  # no state per subtask
+            return layout, seeds
         return layout, _from_store(seeds, checkpoint, batch_id, types)
     subtask_of = {group: i for i, group in enumerate(layout["subtask_groups"])}
     parts = set(parts)
@@ -106,8 +106,8 @@ def read_subtasks(spark: SparkSession, checkpoint: str, batch_id: int | None = N
 
 def _from_snapshot(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None,
                    blob_store: str | None) -> dict[int, Seed]:
-    """The streamed path's broadcast state as of ``batch_id``: the latest snapshot up to it,
-    the state every subtask read (the path keeps no keyed state, timers or held elements)."""
+    """The micro-batch engine's broadcast state as of ``batch_id``: the latest snapshot up to
+    it, the state every subtask read."""
     batch = checkpoint_files.last_committed(checkpoint) if batch_id is None else batch_id
     location = snapshots.folder(checkpoint)
     written = [b for b in snapshots.batches(location) if batch is not None and b <= batch]
@@ -124,7 +124,7 @@ def _from_snapshot(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None
 
 def _from_store(seeds: dict[int, Seed], checkpoint: str, batch_id: int | None,
                 types: codec.Resolver | None) -> dict[int, Seed]:
-    """The partitioned path's keyed state, timers and held elements as of ``batch_id``: each
+    """The micro-batch engine's keyed state, timers and held elements as of ``batch_id``: each
     subtask's store files up to it, loaded into a throwaway local copy."""
     batch = checkpoint_files.last_committed(checkpoint) if batch_id is None else batch_id
     if batch is None:

@@ -1,4 +1,4 @@
-"""The throwaway PostgreSQL cluster (``sparkcast.apps.postgres``): a real server, started on
+"""The throwaway PostgreSQL cluster (``sparkcast.testing.postgres``): a real server, started on
 loopback in a temporary folder, reachable, and gone after the ``with`` block."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sparkcast.apps import postgres as pg
 from sparkcast.errors import DatabaseError, MissingDependencyError
+from sparkcast.testing import postgres as pg
 
 
 def test_a_cluster_serves_its_database_and_is_removed_after() -> None:

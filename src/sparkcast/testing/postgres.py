@@ -5,7 +5,7 @@ a free loopback port (as the ``postgres`` user when we are root: ``initdb`` refu
 creates a database, and on exit stops the server and removes the folder. Nothing outside the
 folder is touched, so any number of clusters can run side by side.
 
-``python -m sparkcast.apps.postgres install`` (run by ``make install``) installs what is
+``python -m sparkcast.testing.postgres install`` (run by ``make install``) installs what is
 missing through apt-get: Debian's ``postgresql`` (``initdb``, ``pg_ctl``) and
 ``libpostgresql-jdbc-java`` (the JDBC jar Spark's ``jdbc`` writes need).
 """
@@ -49,7 +49,7 @@ def postgres_bin() -> Path:
             return Path(folder)
     raise MissingDependencyError(
         "PostgreSQL's initdb and pg_ctl were not found (looked in /usr/lib/postgresql/*/bin "
-        f"and PATH). Install them: `python -m sparkcast.apps.postgres install` (apt-get "
+        f"and PATH). Install them: `python -m sparkcast.testing.postgres install` (apt-get "
         f"install -y {SERVER_PACKAGE}), or `make install`.")
 
 
@@ -65,7 +65,7 @@ def jdbc_jar() -> Path:
             return candidate
     raise MissingDependencyError(
         "PostgreSQL's JDBC driver jar was not found. Install it: `python -m "
-        f"sparkcast.apps.postgres install` (apt-get install -y {JDBC_PACKAGE}), or "
+        f"sparkcast.testing.postgres install` (apt-get install -y {JDBC_PACKAGE}), or "
         "`make install`.")
 
 
@@ -285,7 +285,7 @@ def _main(argv: list[str]) -> int:
         missing = missing_packages()
         print("missing: " + " ".join(missing) if missing else "PostgreSQL and JDBC jar found")
         return 1 if missing else 0
-    print("usage: python -m sparkcast.apps.postgres install|check", file=sys.stderr)
+    print("usage: python -m sparkcast.testing.postgres install|check", file=sys.stderr)
     return 2
 
 
