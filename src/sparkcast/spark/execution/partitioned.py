@@ -137,29 +137,27 @@ class PartitionedOutputs(MicroBatchOutputs):
 
     def _main(self, batch: DataFrame) -> DataFrame:
         """Main rows as ``_subtask, _side, _ts, _seq, m_0 …`` (a co-function's second input's
-        as ``… s_0 …``, by the same key hash) with the ticks, by subtask."""
+        as ``… s_0 …``, to the subtask of the same key hash) with the ticks, by subtask; one
+        filter over the batch, which Spark computes again from the sources for each."""
         plan = self.plan
-        rows = self._side(batch, MAIN_SIDE, main_column, len(plan.main_fields),
-                          plan.key_positions)
+        inputs = [(MAIN_SIDE, [main_column(i) for i in range(len(plan.main_fields))],
+                   plan.key_positions)]
         if plan.second_fields:
-            rows = rows.unionByName(self._side(batch, SECOND_SIDE, second_column,
-                                               len(plan.second_fields),
-                                               plan.second_key_positions),
-                                    allowMissingColumns=True)
+            inputs.append((SECOND_SIDE, [second_column(i)
+                                         for i in range(len(plan.second_fields))],
+                           plan.second_key_positions))
+        rows = batch.filter(F.col(SIDE).isin(*[side for side, _, _ in inputs]))
+        content, hashed = _hashes(rows, *inputs[0][1:])
+        for side, names, keys in inputs[1:]:
+            this, key = _hashes(rows, names, keys)
+            content = F.when(F.col(SIDE) == side, this).otherwise(content)
+            hashed = F.when(F.col(SIDE) == side, key).otherwise(hashed)
+        subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
+        rows = rows.select(group_column(self.groups, subtask).alias(SUBTASK), F.col(SIDE),
+                           F.col(TS), content.alias(SEQ),
+                           *[name for _, names, _ in inputs for name in names])
         return rows.unionByName(self.ticks, allowMissingColumns=True).repartition(
             self.partitions, SUBTASK)
-
-    def _side(self, batch: DataFrame, side: int, column: Any, count: int,
-              key_positions: tuple[int, ...]) -> DataFrame:
-        """The rows of one input with their subtask (``hash(key) mod P``) and content hash."""
-        names = [column(i) for i in range(count)]
-        rows = batch.filter(F.col(SIDE) == side)
-        content = F.xxhash64(*hash_columns(rows, names))
-        hashed = (F.hash(*hash_columns(rows, [names[p] for p in key_positions]))
-                  if key_positions else content)
-        subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
-        return rows.select(group_column(self.groups, subtask).alias(SUBTASK),
-                           F.col(SIDE), F.col(TS), content.alias(SEQ), *names)
 
     def _corrupt(self, batch: DataFrame) -> DataFrame:
         bad = batch.filter(F.col(SIDE) == CORRUPT_SIDE).select(RAW, ERROR)
@@ -177,6 +175,13 @@ class PartitionedOutputs(MicroBatchOutputs):
                 records = broadcast_letters_once(records)
             encoded[subtask] = [_ipc(t) for t in self.encoder.encode_tables(records, subtask)]
         return encoded
+
+
+def _hashes(rows: DataFrame, names: list[str], keys: tuple[int, ...]) -> tuple[Any, Any]:
+    """An input's content hash (``_seq``) and key hash (its subtask: Spark's Murmur3 of the key
+    columns, as on the operator; the content hash without a key)."""
+    content = F.xxhash64(*hash_columns(rows, names))
+    return content, F.hash(*hash_columns(rows, [names[p] for p in keys])) if keys else content
 
 
 def write_seeds(plan: RuntimePlan, checkpoint_location: str, store: str) -> None:
