@@ -170,11 +170,11 @@ def test_parquet_sources_read_the_broadcast_partitions_alone_and_report_each_bat
     """Without malformed-row capture the writer reads only the broadcast source's partitions of
     the union for the collect (the main rows once, by the write), and each batch's counts
     reach the monitoring through the listener, with the broadcast applied once."""
-    from sparkcast.spark.outputs import streamed_writer
+    from sparkcast.spark.outputs import batch_driver
 
     found = []
-    real = streamed_writer.side_partitions
-    monkeypatch.setattr(streamed_writer, "side_partitions",
+    real = batch_driver.side_partitions
+    monkeypatch.setattr(batch_driver, "side_partitions",
                         lambda *a: found.append(real(*a)) or found[-1])
     main_rows, factor_rows, batches = 0, 0, [0, 1, 2]
     for batch in batches:  # one micro-batch a run, the query restarted in between

@@ -7,7 +7,7 @@ callback in bulk), then ``engine.meter.finish()`` and append ``metrics_table(eng
 ...)`` to the call's output. The observation (``observe/observation.py``) and the driver
 (``monitoring``) do the rest. The streamed path's driver, which applies each micro-batch's
 broadcast elements once, sends no row of its own: its writer reports the count of elements
-applied with the batch's observed row (``outputs/streamed_writer.py``).
+applied with the batch's observed row (``outputs/file_writer.py``).
 
 The row's payload is ``core/batch_metrics.py``'s report with the micro-batch id, which Spark
 hands every task as the local property ``streaming.sql.batchId`` (so the driver can attribute a

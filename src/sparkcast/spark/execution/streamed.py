@@ -4,7 +4,7 @@ On the operator path every one of P subtasks receives, applies and checkpoints e
 element (a cross join replicates it P times), and every main row crosses to Python twice and is
 shuffled. A non-keyed function's main side only *reads* the broadcast state, so ``write_stream``
 runs it as one ``foreachBatch`` query over the union of both inputs instead
-(``outputs/streamed_writer.py`` writes what this module builds)::
+(``outputs/batch_driver.py`` hands each micro-batch to what writes what this module builds)::
 
     union(main _side 0, broadcast _side 1, malformed _side 5) ─ foreachBatch(batch N):
       1. collect the broadcast rows; apply them once, on the driver, in the deterministic

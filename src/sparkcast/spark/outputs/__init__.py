@@ -1,3 +1,5 @@
-"""What a plan produces and where it goes: the tagged output frame for each execution path
-(``operators.py``), the sinks of ``write_stream`` (``sinks.py``, the streamed path's
-``streamed_writer.py``) and their files (``files.py``)."""
+"""What a plan produces and where it goes: the tagged output frame of each engine
+(``operators.py``), the one ``foreachBatch`` driver (``batch_driver.py``) and its consumers
+(``file_writer.py`` for ``write_stream(path)``, ``batch_outputs.py`` for ``foreach_batch`` and
+the sinks of ``targets.py``), ``write_stream(path)``'s start (``sinks.py``) and its files
+(``files.py``)."""

@@ -1,11 +1,12 @@
-"""The operator's tagged output frame (``layout.py``) of a plan, built for its execution path.
+"""The tagged output frame (``layout.py``) of a plan as one streaming (or batch) DataFrame.
 
-The operator path groups the tagged input by subtask into one ``transformWithStateInPandas``
+The operator engine groups the tagged input by subtask into one ``transformWithStateInPandas``
 operator (``execution/processor.py``), seeded with prepared state when the plan has some; the
-stateless path maps it with one ``mapInArrow`` (``execution/stateless.py``). A streamed plan's
-frame is the operator's: ``write_stream`` runs such a plan its own way
-(``outputs/streamed_writer.py``), but ``result.main`` and the side outputs are DataFrames any
-query may consume. Malformed input lines join as dead letters.
+micro-batch engine in place maps it with one ``mapInArrow`` (``execution/stateless.py``). A
+plan whose micro-batch driver works per micro-batch gets the operator's frame here: its queries
+of ours run through the ``foreachBatch`` driver (``outputs/batch_driver.py``), but
+``result.main`` and the side outputs are DataFrames any query may consume. Malformed input
+lines join as dead letters.
 """
 
 from __future__ import annotations

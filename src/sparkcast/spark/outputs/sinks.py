@@ -1,12 +1,12 @@
-"""Where ``ProcessResult.write_stream`` puts the outputs: one query, through an ``OutputSink``.
-
-Both sinks leave the same files (``outputs/files.py``: ``_output=<name>/`` folders, Spark's
+"""Where ``ProcessResult.write_stream(path)`` puts the outputs: one query, written one of two
+ways that leave the same files (``outputs/files.py``: ``_output=<name>/`` folders, Spark's
 ``_spark_metadata`` commit log, the manifest), so ``read_output`` reads either the same way:
 
-* ``FileSink``: Spark's own file sink over the tagged frame (the operator and stateless paths):
-  exactly-once, its ``_spark_metadata`` log commits each micro-batch's files atomically;
-* ``BatchSink``: ``foreachBatch`` with the same commit log written by ``state/commit_log.py``
-  (the streamed path).
+* Spark's own file sink over the tagged frame (the operator engine, the micro-batch engine in
+  place): exactly-once, its ``_spark_metadata`` log commits each micro-batch's files atomically;
+* the ``foreachBatch`` driver with the files writer (``batch_driver.py``, ``file_writer.py``:
+  the micro-batch engine where its driver works per micro-batch), committing to the same log
+  through ``state/commit_log.py``.
 
 Before the query starts, the output folder is checked to be this checkpoint's (or new), the
 plan is checked against the checkpoint's layout record and given its blob store, files no
@@ -25,7 +25,8 @@ from sparkcast.api.options import HOLD_OVERFLOW
 from sparkcast.spark.layout import OUTPUT
 from sparkcast.spark.observe.listener import PROGRESS_LOGS
 from sparkcast.spark.observe.observation import next_name
-from sparkcast.spark.outputs import streamed_writer
+from sparkcast.spark.outputs import batch_driver
+from sparkcast.spark.outputs.file_writer import FilesWriter
 from sparkcast.spark.outputs.files import (
     partitioned,
     progress_log_path,
@@ -54,38 +55,25 @@ class TaggedOutputs(Protocol):
     def reset(self) -> None: ...
 
 
-class OutputSink(Protocol):
-    """How ``write_stream`` writes the tagged outputs under ``path`` as one query."""
-
-    def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
-              trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery: ...
-
-
-class FileSink:
-    """Spark's file sink over the tagged DataFrame (the stateless and operator paths)."""
-
-    def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
-              trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
-        return streamed_writer.start_query(
-            partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
-            .outputMode("append").option("path", path)
-            .option("checkpointLocation", checkpoint_location), trigger, query_name)
+def _spark_file_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
+                     trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+    """Spark's file sink over the tagged frame (the operator engine, the micro-batch engine in
+    place): its ``_spark_metadata`` log commits each micro-batch's files atomically."""
+    return batch_driver.start_query(
+        partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
+        .outputMode("append").option("path", path)
+        .option("checkpointLocation", checkpoint_location), trigger, query_name)
 
 
-class BatchSink:
-    """``foreachBatch`` with batch-id-idempotent commits (the streamed path)."""
-
-    def start(self, outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
-              trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
-        plan = outputs.plan
-        assert plan.spark is not None
-        if outputs.observation is None:  # the name its counts have in the monitoring
-            outputs.observation = next_name(plan.spark)
-        writer = streamed_writer.StreamedWriter(plan, path, checkpoint_location, format,
-                                                outputs.observation, query_name)
-        return streamed_writer.start(plan, writer, checkpoint_location, trigger, query_name)
-
-
+def _files_writer(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
+                  trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+    """The ``foreachBatch`` driver with the files writer, whose commit log is the same."""
+    plan = outputs.plan
+    assert plan.spark is not None
+    if outputs.observation is None:  # the name its counts have in the monitoring
+        outputs.observation = next_name(plan.spark)
+    writer = FilesWriter(plan, path, format, outputs.observation, query_name)
+    return batch_driver.start(plan, None, writer, checkpoint_location, trigger, query_name)
 
 
 def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
@@ -111,9 +99,8 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
         CommitLog(path, _compact_interval(plan)).fill(
             checkpoint_files.committed_batches(checkpoint_location))
     write_files_manifest(plan, path, checkpoint_location)
-    sink: OutputSink = BatchSink() if plan.per_batch_driver else FileSink()
-    query = sink.start(outputs, path, checkpoint_location, format, trigger,
-                                   query_name)
+    start = _files_writer if plan.per_batch_driver else _spark_file_sink
+    query = start(outputs, path, checkpoint_location, format, trigger, query_name)
     log = progress_log_path(path)
     if log is not None:
         PROGRESS_LOGS[str(query.id)] = log

@@ -91,7 +91,7 @@ def clock(main: DataFrame, processing_time: bool = False) -> DataFrame:
     the optimizer cannot prune it, which would drop the watermark with the branch) costs a
     second scan of the main rows' columns it needs (none) and one tiny state commit per
     micro-batch; its one row (``CLOCK_SIDE``) is ignored. The query runs in ``update`` mode
-    (``streamed_writer.input_stream``): Spark refuses, in append mode, an aggregation whose
+    (``batch_driver.input_stream``): Spark refuses, in append mode, an aggregation whose
     keys hold no watermark. With ``processing_time`` (timers without ``event_time``) the
     operator is ``execution/clock.py``'s, which makes Spark run a micro-batch at every
     trigger."""

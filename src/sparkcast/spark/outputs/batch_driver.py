@@ -1,0 +1,151 @@
+"""THE ``foreachBatch`` driver of every query of ours that needs one: ``write_stream`` to files
+on the micro-batch engine, ``write_stream(sinks=...)`` and ``foreach_batch`` on either engine.
+
+One function (``BatchDriver``) receives each micro-batch and hands it, as a ``Batch``, to one
+consumer: the files writer (``file_writer.py``), or the typed frames of ``foreach_batch`` and
+the sinks (``batch_outputs.py``). What it does first is the same for all of them:
+
+* a consumer that already committed the batch (a replay) is not called;
+* on the micro-batch engine, whose driver works per micro-batch (``RuntimePlan.per_batch_driver``),
+  the query's input is the union of the inputs (``tagging.streamed_input``) and the batch
+  arrives as an opaque ``LogicalRDD``: each action recomputes it from the sources. The
+  broadcast rows are then read from the broadcast source's partitions alone
+  (``batch_sides``), and the main rows once, by the consumer's write. Where the partitions
+  cannot be told apart, or malformed rows make the write read the batch twice, the batch is
+  persisted while the consumer runs, so the main rows are read (and counted) once;
+* on the operator engine and the micro-batch engine in place, the query's input is the tagged
+  frame itself, handed over as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.spark.execution.batch_sides import query_of, side_partitions
+from sparkcast.spark.execution.partitioned import micro_batch_outputs
+from sparkcast.spark.execution.streamed import MicroBatchOutputs
+from sparkcast.spark.layout import BROADCAST_SIDE
+from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.state import checkpoint_files, keyed_store, storage
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One micro-batch as the driver hands it to a consumer."""
+
+    frame: DataFrame  #: what ``foreachBatch`` received
+    batch_id: int
+    #: the micro-batch engine's builder of the batch's outputs (None: ``frame`` is tagged)
+    outputs: MicroBatchOutputs | None = None
+    query: StreamingQuery | None = None  #: the query running it (None: not found)
+    #: the broadcast side's partitions of ``frame`` (None: find its rows by filtering)
+    partitions: list[int] | None = None
+
+
+class BatchConsumer(Protocol):
+    """What the driver gives each micro-batch to."""
+
+    def committed(self, batch_id: int) -> bool:
+        """Whether this batch was committed before (a replay the consumer skips)."""
+        ...
+
+    def consume(self, batch: Batch) -> None: ...
+
+
+class BatchDriver:
+    """The ``foreachBatch`` function: each micro-batch, once, to the consumer."""
+
+    def __init__(self, plan: RuntimePlan, checkpoint_location: str,
+                 consumer: BatchConsumer) -> None:
+        self.plan = plan
+        self.consumer = consumer
+        self.outputs = (micro_batch_outputs(plan, checkpoint_location)
+                        if plan.per_batch_driver else None)
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        if self.consumer.committed(batch_id):
+            return
+        if self.outputs is None:
+            self.consumer.consume(Batch(frame, batch_id))
+            return
+        with self._sides(frame) as (query, partitions):
+            self.consumer.consume(Batch(frame, batch_id, self.outputs, query, partitions))
+
+    @contextmanager
+    def _sides(self, frame: DataFrame
+               ) -> Iterator[tuple[StreamingQuery | None, list[int] | None]]:
+        """The query and the broadcast partitions of ``frame``; without the partitions, the
+        frame persisted while the consumer runs."""
+        assert self.plan.spark is not None and self.outputs is not None
+        query = query_of(frame, self.plan.spark)
+        sides = None if self.outputs.corrupt else side_partitions(frame, query)
+        if sides is not None:
+            yield query, sides.get(BROADCAST_SIDE, [])
+            return
+        frame.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            yield query, None
+        finally:
+            frame.unpersist()
+
+
+def start(plan: RuntimePlan, tagged: DataFrame | None, consumer: BatchConsumer,
+          checkpoint_location: str, trigger: dict[str, Any] | None,
+          query_name: str | None) -> StreamingQuery:
+    """The one query feeding ``consumer`` every micro-batch: over the union of the inputs where
+    the driver works per micro-batch, else over ``tagged``, the plan's tagged frame."""
+    driver = BatchDriver(plan, checkpoint_location, consumer)
+    if driver.outputs is not None:
+        refuse_other_state(plan, checkpoint_location)
+        writer = input_stream(plan)
+    else:
+        assert tagged is not None
+        writer = tagged.writeStream
+    return start_query(writer.foreachBatch(driver)
+                       .option("checkpointLocation", checkpoint_location), trigger, query_name)
+
+
+def input_stream(plan: RuntimePlan) -> DataStreamWriter:
+    """The writer of the one query over the plan's input: in ``update`` mode when the input
+    holds the clock of timers (``tagging.clock``: an aggregation or a transformWithState)."""
+    assert plan.streamed_input is not None
+    writer = plan.streamed_input.writeStream
+    return writer.outputMode("update") if plan.clocked else writer
+
+
+def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
+                query_name: str | None) -> StreamingQuery:
+    """Start ``stream`` with the user's trigger and query name (either may be left out)."""
+    if query_name:
+        stream = stream.queryName(query_name)
+    if trigger:
+        stream = stream.trigger(**trigger)
+    return stream.start()
+
+
+def refuse_other_state(plan: RuntimePlan, checkpoint_location: str) -> None:
+    """A checkpoint with Spark operator state was written by the operator engine (perhaps by a
+    query the user started on ``result.main``, which records no layout file; a clocked plan's
+    own clock keeps state there too, and its layout record tells the engines apart). One with
+    keyed stores kept state per subtask, which a plan without such state would drop (a plan
+    that gains it starts from empty stores, as the operator starts from empty state)."""
+    held = None
+    if not plan.clocked and checkpoint_files.holds_operator_state(checkpoint_location):
+        held = ("the checkpoint holds the stateful operator's state, this pipeline runs on "
+                "the micro-batch engine")
+    elif not plan.by_subtask and storage.is_dir(keyed_store.folder(checkpoint_location)):
+        held = ("the checkpoint keeps state per subtask (keyed state, timers or held "
+                "elements), this pipeline has none and would drop it")
+    if held:
+        raise IncompatibleCheckpointError(
+            f"this pipeline cannot restart from checkpoint {checkpoint_location}; nothing was "
+            f"run. state: {held}: start a new checkpoint, or keep the function's state. See "
+            "docs/operations.md, 'What may change between restarts'.")
