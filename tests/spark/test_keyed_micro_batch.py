@@ -121,3 +121,23 @@ def test_processing_time_timers_fire_without_more_input(spark, tmp_path):
     assert fired == {("k0", 2), ("k1", 2), ("k2", 2), ("k3", 1), ("k4", 1), ("k5", 1)}
     empty = [p for p in query.recentProgress if p["numInputRows"] == 0]
     assert empty  # the timers fired in micro-batches without input
+
+
+def test_a_malformed_line_of_the_second_input_is_a_dead_letter(spark, tmp_path):
+    """The micro-batch engine's input carries both inputs' malformed rows (``_side`` 5): the
+    bad line of the second input is a dead letter, its good rows still meet their key."""
+    write_batch_file(tmp_path / "in1", 0, [{"k": "x", "ts": 1}, {"k": "y", "ts": 2}])
+    write_batch_file(tmp_path / "in2", 0, [{"k": "y", "ts": 3}, "{not json"])
+    schema = "k string, ts long, _corrupt_record string"
+    one = read_stream(spark, schema, tmp_path / "in1")
+    two = read_stream(spark, schema, tmp_path / "in2")
+    result = Stream(one).key_by("k").connect(Stream(two).key_by("k")).process(
+        FailOnReference(), "k string", parallelism=2)
+    assert result.explain().engine == "micro_batch"
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    out = str(tmp_path / "out")
+    assert sorted(r["k"] for r in read_output(spark, out).collect()) == ["Y", "x", "y"]
+    letters = read_output(spark, out, "dead_letters").collect()
+    assert [(r["callback"], r["value"]) for r in letters] == [("input", "{not json")]
