@@ -16,7 +16,7 @@ import pytest
 
 from examples import inactivity_alert, keyed_enrichment
 from sparkcast import KeyedProcessFunction, ValueStateDescriptor
-from sparkcast.spark import Stream, read_output
+from sparkcast.spark import Stream, read_output, read_state
 from tests.spark.differential import read_stream, with_watermark, write_batch_file
 from tests.spark.test_keyed_functions import (
     ALERTS,
@@ -71,6 +71,9 @@ def test_keyed_functions_match_the_harness_across_a_restart(spark, tmp_path, cas
     assert both == harness_outputs(case)
     if case is not FAILING:  # the restarted query read the keyed state the first one wrote
         assert both - first
+    if case is ENRICH:  # the state tools read the per-subtask stores
+        products = read_state(spark, str(tmp_path / "checkpoint"), keyed_enrichment.PRODUCT)
+        assert sorted(r["key"] for r in products.collect()) == ["p1", "p2", "p3"]
 
 
 def test_an_available_now_run_ends_with_the_operators_timer_rows(spark, tmp_path):
