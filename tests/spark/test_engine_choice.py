@@ -26,7 +26,13 @@ def facts(broadcast: BroadcastSide = STREAMED, **flags: Any) -> PlanFacts:
 OP, MB = "operator", "micro_batch"
 KINDS = {  # kind: (facts, the engine of a write_stream query, of result.main; the shape)
     "static, no state": (facts(STATIC), MB, MB, "in place"),
-    "static, keyed": (facts(STATIC, keyed=True), OP, OP, None),
+    "static, keyed": (facts(STATIC, keyed=True), MB, OP, "by subtask"),
+    "static, hold_until_ready": (facts(STATIC, hold_until_ready=True), MB, OP, "by subtask"),
+    "static, keyed, event-time timers": (facts(STATIC, keyed=True, timers=True,
+                                               event_time=True), MB, OP, "by subtask"),
+    "static, keyed, seeded": (facts(STATIC, keyed=True, seeded=True), OP, OP, None),
+    "static, event-aligned without state": (facts(STATIC, event_aligned=True), MB, MB,
+                                            "in place"),
     "static, broadcast emits": (facts(STATIC, static_emits=True), OP, OP, None),
     "streamed, no state": (facts(), MB, OP, "foreachBatch"),
     "streamed, keyed": (facts(keyed=True), MB, OP, "by subtask"),
@@ -34,12 +40,22 @@ KINDS = {  # kind: (facts, the engine of a write_stream query, of result.main; t
     "streamed, event-aligned": (facts(event_aligned=True), MB, OP, "by subtask"),
     "streamed, keyed, event-time timers": (facts(keyed=True, timers=True, event_time=True), MB,
                                            OP, "by subtask"),
-    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True), OP, OP, None),
+    "streamed, keyed, processing-time timers": (facts(keyed=True, timers=True), MB, OP,
+                                                "by subtask"),
     "streamed, seeded without state": (facts(seeded=True), OP, OP, None),
     "streamed, keyed, seeded": (facts(keyed=True, seeded=True), MB, OP, "by subtask"),
-    "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), OP, OP, None),
-    "KeyedCoProcessFunction": (facts(BroadcastSide.NONE, keyed=True, second_input=True), OP, OP,
-                               None),
+    "KeyedProcessFunction": (facts(BroadcastSide.NONE, keyed=True), MB, OP, "by subtask"),
+    "KeyedProcessFunction, event-time timers": (
+        facts(BroadcastSide.NONE, keyed=True, timers=True, event_time=True), MB, OP,
+        "by subtask"),
+    "KeyedProcessFunction, processing-time timers": (
+        facts(BroadcastSide.NONE, keyed=True, timers=True), MB, OP, "by subtask"),
+    "KeyedProcessFunction, batch input": (
+        facts(BroadcastSide.NONE, keyed=True, main_streaming=False), OP, OP, None),
+    "KeyedProcessFunction, Spark Connect": (
+        facts(BroadcastSide.NONE, keyed=True, connect=True), OP, OP, None),
+    "KeyedCoProcessFunction": (facts(BroadcastSide.NONE, keyed=True, second_input=True), MB, OP,
+                               "by subtask"),
     "batch inputs, keyed": (facts(BroadcastSide.BATCH, keyed=True, main_streaming=False), OP,
                             OP, None),
     "Spark Connect, keyed": (facts(keyed=True, connect=True), OP, OP, None),
@@ -77,11 +93,20 @@ def test_engine_operator_always_serves_and_micro_batch_fails_with_the_reason(kin
 
 
 def test_the_reasons_name_what_keeps_a_plan_off_the_micro_batch_engine():
-    assert "processing-time timers" in choose(facts(keyed=True, timers=True)).reason
+    processing = choose(facts(keyed=True, timers=True)).reason
+    assert "processing-time timers" in processing and "every trigger" in processing
     assert "no-op aggregate" in choose(facts(keyed=True, timers=True, event_time=True)).reason
     assert "Spark Connect" in choose(facts(keyed=True, connect=True)).reason
-    assert "KeyedCoProcessFunction" in choose(
-        facts(BroadcastSide.NONE, keyed=True, second_input=True)).reason
+    co = choose(facts(BroadcastSide.NONE, keyed=True, second_input=True))
+    assert "KeyedCoProcessFunction (no broadcast side)" in co.reason
+    assert "no broadcast work on the driver" in co.reason
+    assert "ProcessingTime mode" in choose(facts(BroadcastSide.NONE, keyed=True,
+                                                 timers=True)).reason
+    assert "static rows applied once on the driver" in choose(facts(STATIC, keyed=True)).reason
+    assert "initial_state with a static broadcast side" in choose(
+        facts(STATIC, keyed=True, seeded=True)).reason
+    assert "state store" in choose(facts(BroadcastSide.NONE, keyed=True),
+                                   consumer=Consumer.DATAFRAME).reason
     assert "write_stream" in choose(facts(), consumer=Consumer.DATAFRAME).reason
     with pytest.raises(PipelineError, match="result.main"):
         choose(facts(keyed=True), "micro_batch", consumer=Consumer.DATAFRAME)
@@ -155,15 +180,15 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     kinds = {name: kind_of(result) for name, result in results.items()}
     assert {name: (e.engine.value, kinds[name]) for name, e in seen.items()} == {
         "counter": ("micro_batch", "partitioned"),
-        "counter static": ("operator", "operator"),
+        "counter static": ("micro_batch", "partitioned"),
         "hold": ("micro_batch", "partitioned"),
-        "hold static": ("operator", "operator"),
+        "hold static": ("micro_batch", "partitioned"),
         "timers": ("micro_batch", "partitioned"),
-        "timers static": ("operator", "operator"),
+        "timers static": ("micro_batch", "partitioned"),
         "enrich": ("micro_batch", "streamed"),
         "enrich static": ("micro_batch", "stateless"),
-        "keyed process": ("operator", "operator"),
-        "keyed co-process": ("operator", "operator"),
+        "keyed process": ("micro_batch", "partitioned"),
+        "keyed co-process": ("micro_batch", "partitioned"),
     }
     printed = capsys.readouterr().out
     assert printed.count("engine: ") == 2 * len(seen)  # explain() and kind_of both print
@@ -175,6 +200,10 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     assert "timers" in seen["timers"].reason and "timers" not in seen["counter"].reason
     assert "the clock" in seen["timers"].cost and "clock" not in seen["counter"].cost
     assert "second keyed side" in str(seen["keyed co-process"])
+    assert "only reading its clocks" in seen["keyed co-process"].cost
+    assert "\nbroadcast side:" not in str(seen["keyed process"])  # no such line
+    assert "snapshot -1" in seen["counter static"].cost
+    assert "a restart keeps it" in str(seen["counter static"])
 
 
 @pytest.mark.spark

@@ -1,7 +1,7 @@
 """Every column and file name of sparkcast's Spark layout, in one place (pure: no pyspark).
 
 The inputs travel tagged (``SIDE``, ``TS``, ``SEQ``, ``ORDER`` and the user's fields renamed
-``m_0 …`` / ``b_0 …``, so user names never clash); the operator emits one tagged frame:
+``m_0 …`` / ``s_0 …`` / ``b_0 …``, so user names never clash); the operator emits one tagged frame:
 ``_tag`` (null = main), ``_ts``, ``_payload`` (JSON of side outputs, dead letters and the
 ``_metrics`` rows: few, with many schemas) and then the main fields in typed columns.
 ``write_stream`` replaces ``_tag`` by the partition column ``_output`` (``main``, a tag id or
@@ -25,16 +25,21 @@ ORDER = "_order"  #: the broadcast side's ``order_by`` column
 RAW = "_raw"  #: a malformed input line's text
 ERROR = "_error"  #: why it is malformed
 MAIN_SIDE, BROADCAST_SIDE = 0, 1
-SECOND_SIDE = 2  #: the operator path: a ``KeyedCoProcessFunction``'s second keyed input
-CORRUPT_SIDE = 2  #: the streamed path: malformed rows of either input
+SECOND_SIDE = 2  #: a ``KeyedCoProcessFunction``'s second keyed input
 TICK_SIDE = 3  #: the partitioned path: one row per subtask and micro-batch, so every one runs
 #: the partitioned path with event-time timers: the row of a no-op aggregate (``tagging.clock``)
 CLOCK_SIDE = 4
+CORRUPT_SIDE = 5  #: the micro-batch engine: malformed rows of any input
 
 
 def main_column(index: int) -> str:
     """The tagged input's name of the main stream's field ``index``."""
     return f"m_{index}"
+
+
+def second_column(index: int) -> str:
+    """The micro-batch engine's name of a co-function's second input's field ``index``."""
+    return f"s_{index}"
 
 
 def broadcast_column(index: int) -> str:

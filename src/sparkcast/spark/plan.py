@@ -13,8 +13,9 @@ Two engines (``Engine``; see docs/architecture.md) run a plan:
   streamed broadcast side or state per subtask: one ``foreachBatch`` over the inputs,
   ``execution/streamed.py``; otherwise, a static side and no state, one ``mapInArrow`` where
   the rows lie, also a plain streaming DataFrame, ``execution/stateless.py``) and
-  ``by_subtask`` (state per subtask: main rows repartitioned by subtask into each subtask's
-  keyed store, ``execution/partitioned.py``).
+  ``by_subtask`` (state per subtask, with a streamed broadcast side, a static one or none:
+  main rows repartitioned by subtask into each subtask's keyed store,
+  ``execution/partitioned.py``).
 """
 
 from __future__ import annotations
@@ -175,7 +176,7 @@ class RuntimePlan:
     corrupt_input: DataFrame | None = None
     #: the outputs stored as codec text (``ProcessSpec.encoded``)
     encoded: frozenset[str] = frozenset()
-    streamed_input: DataFrame | None = None  # the streamed path's one input
+    streamed_input: DataFrame | None = None  # the micro-batch engine's one input (a union)
     spark: SparkSession | None = None
 
     @property
@@ -205,9 +206,9 @@ class RuntimePlan:
 
     @property
     def clocked(self) -> bool:
-        """Event-time timers on the micro-batch engine: its query carries a no-op stateful
-        operator so that Spark runs no-data micro-batches (``tagging.clock``)."""
-        return self.by_subtask and self.time_mode == "EventTime"
+        """Timers on the micro-batch engine: its query carries a no-op stateful operator so
+        that Spark runs no-data micro-batches (``tagging.clock``)."""
+        return self.by_subtask and self.time_mode != "None"
 
     def for_workers(self, engine: Engine | None = None) -> RuntimePlan:
         """A copy without the driver's objects, to ship; ``engine`` overrides the plan's (the

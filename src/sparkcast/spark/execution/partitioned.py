@@ -1,5 +1,6 @@
 """The partitioned path: keyed functions, ``hold_until_ready`` and event-time alignment over a
-streamed broadcast side, with the broadcast applied once and main rows in Python once.
+streamed broadcast side, a static one or none, with the broadcast applied once and main rows
+in Python once.
 
 The streamed path (``streamed.py``) shares a micro-batch's broadcast work between subtasks, but
 its main side keeps no state. Here every subtask also owns keyed state (and timers, held
@@ -14,6 +15,12 @@ path's one ``foreachBatch`` query; per micro-batch N::
        subtask's rows in (event time, content hash) order against snapshot N and the subtask's
        keyed store at N-1 (``state/keyed_store.py``), and commits the store's delta N;
     3. the writer writes the tagged outputs as micro-batch N, once.
+
+Without a broadcast side (``KeyedProcessFunction``, ``KeyedCoProcessFunction``) step 1 has
+nothing to apply, and a co-function's second input is repartitioned with the main rows by the
+same key hash. A static broadcast side is applied once by the driver, at a new checkpoint's
+first micro-batch, into snapshot ``SEED`` (-1), which every batch reads; its outputs go out
+with that batch, and a restart keeps the snapshot (as the operator keeps its stored state).
 
 Clocks are Spark's own for the batch, read from the offsets log (the watermark and the batch
 time), so a replay sees the same ones. Broadcast elements run in the tasks only where their
@@ -45,18 +52,20 @@ from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.packing import in_order
 from sparkcast.spark.execution.routing import group_column, hash_columns
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
-from sparkcast.spark.execution.values import converters, main_values
+from sparkcast.spark.execution.values import co_elements, converters, key_values, main_values
 from sparkcast.spark.layout import (
     CORRUPT_SIDE,
     ERROR,
     MAIN_SIDE,
     RAW,
+    SECOND_SIDE,
     SEQ,
     SIDE,
     SUBTASK,
     TICK_SIDE,
     TS,
     main_column,
+    second_column,
 )
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
@@ -90,8 +99,13 @@ class PartitionedOutputs(MicroBatchOutputs):
         self.ticks = spark.createDataFrame([(g, TICK_SIDE) for g in groups],
                                            f"{SUBTASK} long, {SIDE} byte")
         self.groups = groups
-        if plan.initial_seeds and not checkpoint_files.committed_batches(checkpoint_location):
+        fresh = not checkpoint_files.committed_batches(checkpoint_location)
+        if plan.initial_seeds and fresh:
             write_seeds(plan, checkpoint_location, self.store_id)
+        #: a static broadcast side's outputs, emitted with the first batch of a new checkpoint
+        #: (a restart keeps the snapshot its first run wrote, as the operator keeps its state)
+        self.static_outputs = (self.applier.apply_static() if plan.static_broadcast and fresh
+                               else None)
 
     def parts(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
               ) -> BatchParts:
@@ -100,6 +114,8 @@ class PartitionedOutputs(MicroBatchOutputs):
         plan = self.plan
         elements = self._elements(batch, partitions)
         snapshot, outputs = self.applier.apply(batch_id, elements)
+        if self.static_outputs is not None:
+            outputs, self.static_outputs = self.static_outputs, None
         mode = self._mode(elements)
         metadata = checkpoint_files.batch_metadata(self.checkpoint, batch_id)
         watermark = metadata.get("batchWatermarkMs") if plan.time_mode == "EventTime" else None
@@ -120,16 +136,26 @@ class PartitionedOutputs(MicroBatchOutputs):
         return IF_HELD if options.hold_until_ready else NEVER
 
     def _main(self, batch: DataFrame) -> DataFrame:
-        """Main rows as ``_subtask, _side, _ts, _seq, m_0 …`` with the ticks, by subtask."""
+        """Main rows as ``_subtask, _side, _ts, _seq, m_0 …`` (a co-function's second input's
+        as ``… s_0 …``, to the subtask of the same key hash) with the ticks, by subtask; one
+        filter over the batch, which Spark computes again from the sources for each."""
         plan = self.plan
-        names = [main_column(i) for i in range(len(plan.main_fields))]
-        main = batch.filter(F.col(SIDE) == MAIN_SIDE)
-        content = F.xxhash64(*hash_columns(main, names))
-        hashed = (F.hash(*hash_columns(main, [names[p] for p in plan.key_positions]))
-                  if plan.keyed else content)
+        inputs = [(MAIN_SIDE, [main_column(i) for i in range(len(plan.main_fields))],
+                   plan.key_positions)]
+        if plan.second_fields:
+            inputs.append((SECOND_SIDE, [second_column(i)
+                                         for i in range(len(plan.second_fields))],
+                           plan.second_key_positions))
+        rows = batch.filter(F.col(SIDE).isin(*[side for side, _, _ in inputs]))
+        content, hashed = _hashes(rows, *inputs[0][1:])
+        for side, names, keys in inputs[1:]:
+            this, key = _hashes(rows, names, keys)
+            content = F.when(F.col(SIDE) == side, this).otherwise(content)
+            hashed = F.when(F.col(SIDE) == side, key).otherwise(hashed)
         subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
-        rows = main.select(group_column(self.groups, subtask).alias(SUBTASK),
-                           F.col(SIDE), F.col(TS), content.alias(SEQ), *names)
+        rows = rows.select(group_column(self.groups, subtask).alias(SUBTASK), F.col(SIDE),
+                           F.col(TS), content.alias(SEQ),
+                           *[name for _, names, _ in inputs for name in names])
         return rows.unionByName(self.ticks, allowMissingColumns=True).repartition(
             self.partitions, SUBTASK)
 
@@ -149,6 +175,13 @@ class PartitionedOutputs(MicroBatchOutputs):
                 records = broadcast_letters_once(records)
             encoded[subtask] = [_ipc(t) for t in self.encoder.encode_tables(records, subtask)]
         return encoded
+
+
+def _hashes(rows: DataFrame, names: list[str], keys: tuple[int, ...]) -> tuple[Any, Any]:
+    """An input's content hash (``_seq``) and key hash (its subtask: Spark's Murmur3 of the key
+    columns, as on the operator; the content hash without a key)."""
+    content = F.xxhash64(*hash_columns(rows, names))
+    return content, F.hash(*hash_columns(rows, [names[p] for p in keys])) if keys else content
 
 
 def write_seeds(plan: RuntimePlan, checkpoint_location: str, store: str) -> None:
@@ -206,11 +239,9 @@ class PartitionedRunner:
         encoder = OutputEncoder.of(self.plan)
         for group in sorted(pc.unique(groups).to_pylist()):
             rows = table.filter(pc.equal(groups, group))
-            main = in_order(rows.filter(pc.equal(rows.column(SIDE), MAIN_SIDE))
-                            .select(list(range(2, rows.num_columns))))
-            yield from self._run(self.plan.subtask_of_group[group], main, encoder)
+            yield from self._run(self.plan.subtask_of_group[group], rows, encoder)
 
-    def _run(self, subtask: int, main: pa.Table, encoder: OutputEncoder
+    def _run(self, subtask: int, rows: pa.Table, encoder: OutputEncoder
              ) -> Iterator[pa.RecordBatch]:
         plan = self.plan
         store = SubtaskStore(*self.store, subtask)
@@ -219,12 +250,8 @@ class PartitionedRunner:
             engine = cached_engine(plan, subtask, lambda: plan_engine(plan, subtask))
             engine.meter.begin()
             applies = self._bind(engine, store, subtask)
-            values, timestamps = main_values(main, 2, plan.main_fields, engine.vectorized,
-                                             converters(plan.main_types, plan.time_zone))
-            keys = None
-            if plan.keyed and not engine.vectorized:
-                columns = [main.column(2 + p).to_pylist() for p in plan.key_positions]
-                keys = columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
+            values, timestamps, keys = self._inputs(rows, engine)
+            if keys is not None:
                 self._prefetch(engine, keys)
             engine.run_micro_batch(self.elements if applies else [], values, timestamps, keys,
                                    watermark=self.watermark,
@@ -239,10 +266,31 @@ class PartitionedRunner:
                     yield from pa.ipc.open_stream(blob).read_all().to_batches()
             for out in encoder.encode_tables(outputs, subtask):
                 yield from out.to_batches()
-            yield from metrics_table(engine, encoder, subtask, main.num_rows,
+            yield from metrics_table(engine, encoder, subtask, len(values),
                                      len(self.elements) if applies else 0).to_batches()
         finally:
             store.close()
+
+    def _inputs(self, rows: pa.Table, engine: SubtaskEngine
+                ) -> tuple[Any, list[Any], list[Any] | None]:
+        """A subtask's main values (a co-function's ``CoElement``s of both inputs), in (event
+        time, content hash) order, with their timestamps and keys (None: not keyed)."""
+        plan = self.plan
+        sides = rows.column(SIDE)
+        first = rows.filter(pc.equal(sides, MAIN_SIDE)).select(
+            [TS, SEQ, *[main_column(i) for i in range(len(plan.main_fields))]])
+        convert = converters(plan.main_types, plan.time_zone)
+        if plan.second_fields:
+            second = rows.filter(pc.equal(sides, SECOND_SIDE)).select(
+                [TS, SEQ, *[second_column(i) for i in range(len(plan.second_fields))]])
+            return co_elements((first, second), ((plan.main_fields, plan.key_positions),
+                                                 (plan.second_fields, plan.second_key_positions)),
+                               (convert, converters(plan.second_types, plan.time_zone)))
+        main = in_order(first)
+        values, timestamps = main_values(main, 2, plan.main_fields, engine.vectorized, convert)
+        keys = (key_values(main, 2, plan.key_positions)
+                if plan.keyed and not engine.vectorized else None)
+        return values, timestamps, keys
 
     def _bind(self, engine: SubtaskEngine, store: SubtaskStore, subtask: int) -> bool:
         """Bind ``engine`` to the subtask's state; whether it applies the elements itself (then

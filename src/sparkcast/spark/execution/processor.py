@@ -21,9 +21,8 @@ import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor
 from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
-from sparkcast.api.timers import MIN_WATERMARK, TimeDomain
+from sparkcast.api.timers import TimeDomain
 from sparkcast.core.engine import SubtaskEngine
-from sparkcast.core.keyed_process import CoElement
 from sparkcast.core.records import BroadcastElement
 from sparkcast.core.seed import Seed, apply_seed
 from sparkcast.spark.execution.dead_letters import broadcast_letters_once
@@ -31,7 +30,14 @@ from sparkcast.spark.execution.encoding import OutputEncoder, to_pandas
 from sparkcast.spark.execution.engines import apply_static_broadcast, cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.packing import unpack_main
-from sparkcast.spark.execution.values import convert_rows, converters, main_values, rows_of
+from sparkcast.spark.execution.values import (
+    co_elements,
+    convert_rows,
+    converters,
+    key_values,
+    main_values,
+    rows_of,
+)
 from sparkcast.spark.layout import BROADCAST_SIDE, MAIN_SIDE, SECOND_SIDE
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state.backend import SparkStateBackend, SparkStates
@@ -135,8 +141,7 @@ class BroadcastProcessor(StatefulProcessor):
                                        self.main_convert)
         if not plan.keyed or engine.vectorized:
             return broadcast, main, timestamps, None
-        keys = _keys([table.column(2 + p).to_pylist() for p in plan.key_positions])
-        return broadcast, main, timestamps, keys
+        return broadcast, main, timestamps, key_values(table, 2, plan.key_positions)
 
     def _broadcast_elements(self, frame: pd.DataFrame) -> list[BroadcastElement]:
         fields = self.plan.broadcast_fields
@@ -165,24 +170,16 @@ class BroadcastProcessor(StatefulProcessor):
 
 def _co_main(frame: pd.DataFrame, plan: RuntimePlan, convert: tuple[dict[int, Any], ...]
              ) -> tuple[list[Any], list[Any], list[Any]]:
-    """A co-function's two keyed inputs as one stream of ``CoElement``s, in (event time, content
-    hash) order over both inputs, so the order never depends on the shuffle."""
+    """A co-function's two keyed inputs, packed by side, as one stream (``co_elements``)."""
     sides = frame.iloc[:, 1].to_numpy()
-    merged: list[tuple[Any, Any, CoElement, Any]] = []
-    inputs = ((MAIN_SIDE, 1, plan.main_fields, plan.key_positions, convert[0]),
-              (SECOND_SIDE, 2, plan.second_fields, plan.second_key_positions, convert[1]))
-    for side, number, fields, positions, found in inputs:
+    tables = []
+    for side in (MAIN_SIDE, SECOND_SIDE):
         blobs = frame.iloc[:, _BLOB][sides == side].tolist()
-        if not blobs:
-            continue
-        table = unpack_main(blobs, ordered=False)
-        values, timestamps = main_values(table, 2, fields, False, found)
-        keys = _keys([table.column(2 + p).to_pylist() for p in positions])
-        seqs = table.column(1).to_pylist()
-        merged.extend(zip(timestamps, seqs, (CoElement(number, v) for v in values), keys,
-                          strict=False))
-    merged.sort(key=lambda m: (MIN_WATERMARK if m[0] is None else m[0], m[1]))
-    return [m[2] for m in merged], [m[0] for m in merged], [m[3] for m in merged]
+        tables.append(unpack_main(blobs, ordered=False) if blobs else None)
+    return co_elements((tables[0], tables[1]),
+                       ((plan.main_fields, plan.key_positions),
+                        (plan.second_fields, plan.second_key_positions)),
+                       (convert[0], convert[1]))
 
 
 def _clocks(timer_values: Any) -> tuple[int | None, int]:
@@ -197,10 +194,6 @@ def _optional_ints(series: pd.Series) -> list[int | None]:
     if series.isna().all():
         return [None] * len(series)
     return [None if pd.isna(v) else int(v) for v in series.tolist()]
-
-
-def _keys(columns: list[list[Any]]) -> list[Any]:
-    return columns[0] if len(columns) == 1 else list(zip(*columns, strict=True))
 
 
 def _is_nan(value: Any) -> bool:

@@ -6,7 +6,7 @@ shuffled. A non-keyed function's main side only *reads* the broadcast state, so 
 runs it as one ``foreachBatch`` query over the union of both inputs instead
 (``outputs/batch_driver.py`` hands each micro-batch to what writes what this module builds)::
 
-    union(main _side 0, broadcast _side 1, malformed _side 2) ─ foreachBatch(batch N):
+    union(main _side 0, broadcast _side 1, malformed _side 5) ─ foreachBatch(batch N):
       1. collect the broadcast rows; apply them once, on the driver, in the deterministic
          broadcast order, to the state after batch N-1 (``state/snapshots.py``), and write the
          state of batch N into the checkpoint before any main row runs (``BroadcastApplier``);
@@ -37,7 +37,7 @@ from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corrupt_letters
 from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
-from sparkcast.spark.execution.engines import plan_engine
+from sparkcast.spark.execution.engines import apply_static_broadcast, plan_engine
 from sparkcast.spark.execution.stateless import StatelessRunner
 from sparkcast.spark.execution.values import collect_elements, collect_partitions
 from sparkcast.spark.layout import (
@@ -81,8 +81,10 @@ class MicroBatchOutputs:
                                                range(len(plan.broadcast_fields))]]
         self.main_columns = [TS, *[main_column(i) for i in range(len(plan.main_fields))]]
         self.encoder = OutputEncoder.of(plan)
-        #: whether the input carries malformed rows (``_side`` 2)
+        #: whether the input carries malformed rows (``CORRUPT_SIDE``)
         self.corrupt = RAW in plan.streamed_input.schema.fieldNames()
+        #: whether the input carries broadcast rows (not with a static broadcast side or none)
+        self.broadcast = ORDER in plan.streamed_input.schema.fieldNames()
 
     def tagged(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
                ) -> tuple[DataFrame, int]:
@@ -120,6 +122,8 @@ class MicroBatchOutputs:
     def _elements(self, batch: DataFrame, partitions: list[int] | None
                   ) -> list[BroadcastElement]:
         """The micro-batch's broadcast elements, from ``partitions`` of it (None: all)."""
+        if not self.broadcast:
+            return []
         frame = batch.filter(F.col(SIDE) == BROADCAST_SIDE).select(*self.broadcast_columns)
         if partitions is None:
             return collect_elements(frame, self.plan.broadcast_fields)
@@ -202,6 +206,24 @@ class BroadcastApplier:
                 engine.meter.take_pending()  # measured by the workers, as the first engine's
                 outputs.append(engine.take_outputs())
         return snapshots.name(self.location, batch), outputs
+
+    def apply_static(self) -> list[list[OutputRecord]]:
+        """A static broadcast side: its rows applied once, to empty state, in the
+        deterministic broadcast order, into snapshot ``SEED`` (what every subtask of the
+        operator holds after its first call, and what every batch here reads); the outputs
+        that emitted, as ``apply`` gives them."""
+        outputs = []
+        for subtask in range(self.plan.parallelism if self.engine.reads_subtask else 1):
+            engine = self._other(subtask) if subtask else self.engine
+            engine.bind(DictBackend())
+            apply_static_broadcast(engine, self.plan)
+            engine.meter.take_pending()  # an update's latency is the streamed sides' to measure
+            outputs.append(engine.take_outputs())
+        tables = {name: dict(table) for name, table in self.engine.broadcast.tables.items()}
+        snapshot = snapshots.Snapshot(self.layout, self.engine.broadcast_version, tables)
+        snapshots.write(self.location, snapshots.SEED, snapshot, self.plan.blob_store,
+                        self.engine.types)
+        return outputs
 
     def _run(self, engine: SubtaskEngine, state: snapshots.Snapshot,
              elements: list[BroadcastElement]) -> DictBackend:

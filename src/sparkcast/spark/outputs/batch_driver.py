@@ -115,7 +115,7 @@ def start(plan: RuntimePlan, tagged: DataFrame | None, consumer: BatchConsumer,
 
 def input_stream(plan: RuntimePlan) -> DataStreamWriter:
     """The writer of the one query over the plan's input: in ``update`` mode when the input
-    holds the clock of event-time timers (``tagging.clock``: an aggregation)."""
+    holds the clock of timers (``tagging.clock``: an aggregation or a transformWithState)."""
     assert plan.streamed_input is not None
     writer = plan.streamed_input.writeStream
     return writer.outputMode("update") if plan.clocked else writer

@@ -9,9 +9,14 @@ repeat in every task) is one ``mapInArrow`` where the rows lie, also a plain str
 DataFrame; a streamed broadcast side is one ``foreachBatch`` whose driver applies each
 micro-batch's elements; state per subtask repartitions the main rows by subtask.
 
-The operator engine takes the rest, and ``result.main`` (a streaming DataFrame) of a plan whose
-driver works per micro-batch: nothing runs on the driver between a micro-batch's two sides
-there.
+State per subtask may come with a streamed broadcast side, a static one (applied once on the
+driver into snapshot -1) or none (``KeyedProcessFunction``, ``KeyedCoProcessFunction``);
+timers fire without more input through the query's clock (``tagging.clock``).
+
+The operator engine takes the rest (batch inputs with state, Spark Connect, ``initial_state``
+with a static side), and ``result.main`` (a streaming DataFrame) of a plan whose driver works
+per micro-batch: nothing runs on the driver between a micro-batch's two sides there, and keyed
+state needs Spark's state store.
 """
 
 from __future__ import annotations
@@ -82,33 +87,58 @@ def engine_named(name: str) -> Engine | None:
 
 
 def _fresh(facts: PlanFacts, consumer: Consumer) -> Choice | str:
-    """The micro-batch variant for a new checkpoint, or why there is none."""
-    if facts.broadcast is BroadcastSide.STATIC:
-        return _static(facts)
-    why_not = _why_not_streamed(facts)
+    """The micro-batch engine's choice for a new checkpoint, or why it cannot serve."""
+    if facts.broadcast is BroadcastSide.STATIC and not facts.per_subtask_state:
+        return _in_place(facts)
+    why_not = _why_not_micro_batch(facts)
     if why_not:
         return why_not
     if consumer is Consumer.DATAFRAME:
-        return DATAFRAME_REASON
+        return DATAFRAME_REASON if facts.broadcast is BroadcastSide.STREAMED else STATE_REASON
+    side = _side_of(facts)
+    if facts.timers and facts.event_time:
+        return Choice(Engine.MICRO_BATCH, f"{side} and event-time timers: {_work(facts)}, "
+                      "main rows repartitioned by subtask; a no-op aggregate in the query "
+                      "makes Spark run a micro-batch when the watermark moves, so due timers "
+                      "fire without more input")
     if facts.timers:
-        return Choice(Engine.MICRO_BATCH, "a streamed broadcast side and event-time "
-                      "timers: broadcast applied once per micro-batch on the driver, main rows "
-                      "repartitioned by subtask; a no-op aggregate in the query makes Spark "
-                      "run a micro-batch when the watermark moves, so due timers fire "
-                      "without more input")
+        return Choice(Engine.MICRO_BATCH, f"{side} and processing-time timers: "
+                      f"{_work(facts)}, main rows repartitioned by subtask; a no-op "
+                      "transformWithState in ProcessingTime mode in the query makes Spark run "
+                      "a micro-batch at every trigger, as the operator's does, so due timers "
+                      "fire without more input (and an availableNow query never ends)")
     if not facts.per_subtask_state:
-        return Choice(Engine.MICRO_BATCH, "a streamed broadcast side and no state per "
-                      "subtask: broadcast applied once per micro-batch on the driver, main "
-                      "rows read where they lie")
-    return Choice(Engine.MICRO_BATCH, "a streamed broadcast side and state per subtask "
-                  f"({_state_of(facts)}): broadcast applied once per micro-batch on the "
-                  "driver, main rows repartitioned by subtask")
+        return Choice(Engine.MICRO_BATCH, f"{side} and no state per subtask: "
+                      f"{_work(facts)}, main rows read where they lie")
+    return Choice(Engine.MICRO_BATCH, f"{side} and state per subtask "
+                  f"({_state_of(facts)}): {_work(facts)}, main rows repartitioned by subtask")
 
 
-def _static(facts: PlanFacts) -> Choice | str:
-    if facts.per_subtask_state:
-        return (f"a static broadcast side with state per subtask ({_state_of(facts)}) is not "
-                "on the micro-batch engine yet")
+STATE_REASON = ("result.main and the side-output DataFrames are streaming DataFrames, whose "
+                "keyed state only Spark's state store (the operator's) can keep; write_stream, "
+                "sinks= or foreach_batch run on the micro-batch engine")
+
+
+def _side_of(facts: PlanFacts) -> str:
+    """The plan's broadcast side in words."""
+    if facts.broadcast is BroadcastSide.NONE:
+        kind = "KeyedCoProcessFunction" if facts.second_input else "KeyedProcessFunction"
+        return f"a {kind} (no broadcast side)"
+    return f"a {facts.broadcast.value} broadcast side"
+
+
+def _work(facts: PlanFacts) -> str:
+    """What the driver does per micro-batch."""
+    if facts.broadcast is BroadcastSide.NONE:
+        return "no broadcast work on the driver"
+    if facts.broadcast is BroadcastSide.STATIC:
+        return ("the static rows applied once on the driver, at the checkpoint's first "
+                "micro-batch, into the broadcast snapshot every subtask reads")
+    return "broadcast applied once per micro-batch on the driver"
+
+
+def _in_place(facts: PlanFacts) -> Choice | str:
+    """A static broadcast side and no state per subtask."""
     if facts.static_emits:
         return ("process_broadcast_element emits outputs for the static rows, which every "
                 "task of the micro-batch engine would emit again")
@@ -116,21 +146,20 @@ def _static(facts: PlanFacts) -> Choice | str:
                   "mapInArrow where the main rows lie, no shuffle")
 
 
-def _why_not_streamed(facts: PlanFacts) -> str:
-    """Why a plan whose broadcast side is not static cannot take the micro-batch engine."""
-    if facts.broadcast is BroadcastSide.NONE:
-        kind = "KeyedCoProcessFunction" if facts.second_input else "KeyedProcessFunction"
-        return f"a {kind} (no broadcast side) is not on the micro-batch engine yet"
+def _why_not_micro_batch(facts: PlanFacts) -> str:
+    """Why a plan with a streamed broadcast side, none, or a static one and state per subtask
+    cannot take the micro-batch engine."""
     if facts.broadcast is BroadcastSide.BATCH or not facts.main_streaming:
         return ("batch inputs with state per subtask or event-time alignment run once through "
                 "the operator")
     if facts.connect:
         return "Spark Connect runs foreachBatch on the server, where the driver's work cannot"
-    if facts.timers and not facts.event_time:
-        return ("processing-time timers without event_time: Spark's ProcessingTime mode, "
-                "which runs micro-batches without input, is the operator's")
     if facts.seeded and not facts.per_subtask_state:
         return "initial_state for a function without state per subtask has nothing to seed"
+    if facts.seeded and facts.broadcast is BroadcastSide.STATIC:
+        return ("initial_state with a static broadcast side: the operator applies the static "
+                "rows to each subtask's seeded state; the micro-batch engine would apply them "
+                "on the driver, before any keyed state")
     return ""
 
 

@@ -67,17 +67,31 @@ def _cost(plan: RuntimePlan) -> str:
         return ("main rows cross to Python once, no shuffle, no state; each Python worker "
                 "applies the static rows once")
     cost = "main rows cross to Python once"
+    assert plan.facts is not None
     if plan.by_subtask:
-        cost += (" after one shuffle; broadcast applied once per micro-batch on the driver; "
+        cost += (f" after one shuffle; {_DRIVER.get(plan.facts.broadcast, _PER_BATCH)}; "
                  "keyed state in SQLite per subtask, a delta per micro-batch in the checkpoint")
     else:
-        cost += (", no shuffle; broadcast applied once per micro-batch on the driver (a "
-                 "snapshot in the checkpoint when it changed); one extra job collects the "
-                 "broadcast rows")
-    if plan.clocked:
+        cost += (f", no shuffle; {_PER_BATCH} (a snapshot in the checkpoint when it changed); "
+                 "one extra job collects the broadcast rows")
+    if plan.clocked and plan.time_mode == "EventTime":
         cost += ("; event-time timers: the clock (a no-op count) scans the main rows a second "
                  "time, and Spark runs a no-data micro-batch when the watermark moves")
+    elif plan.clocked:
+        cost += ("; processing-time timers: the clock (a no-op transformWithState) scans the "
+                 "main rows a second time, and Spark runs a whole micro-batch at every "
+                 "trigger, input or not (as on the operator engine)")
     return cost
+
+
+_PER_BATCH = "broadcast applied once per micro-batch on the driver"
+#: the driver's work of a plan with state per subtask, by broadcast side (else ``_PER_BATCH``)
+_DRIVER = {
+    BroadcastSide.NONE: "no broadcast side: the driver's work per micro-batch is only reading "
+                        "its clocks",
+    BroadcastSide.STATIC: "the static rows applied once on the driver, at the checkpoint's "
+                          "first micro-batch, into snapshot -1 that every task reads",
+}
 
 
 def _sides(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:
@@ -95,14 +109,21 @@ def _sides(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:
 
 def _broadcast(side: BroadcastSide, plan: RuntimePlan) -> str:
     if side is BroadcastSide.STATIC:
-        return ("static: its rows are collected once on the driver and travel with the plan; "
-                + ("each Python worker applies them once" if plan.in_place
-                   else "every subtask applies them before its first main element"))
+        return "static: its rows are collected once on the driver and " + _static(plan)
     if plan.engine is Engine.OPERATOR:
         return ("replicated to every subtask by a cross join and applied by each, in the same "
                 "deterministic order")
     return ("collected on the driver every micro-batch and applied once there, in the "
             "deterministic broadcast order, into the snapshot every task reads")
+
+
+def _static(plan: RuntimePlan) -> str:
+    if plan.in_place:
+        return "travel with the plan; each Python worker applies them once"
+    if plan.engine is Engine.OPERATOR:
+        return "travel with the plan; every subtask applies them before its first main element"
+    return ("applied once there, at the checkpoint's first micro-batch, into the snapshot "
+            "every subtask reads (a restart keeps it)")
 
 
 def _outputs(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:

@@ -106,6 +106,9 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     main_tagged = tag_main(main, key_columns, groups, spec.event_time)
     if main.isStreaming and not broadcast.df.isStreaming:
         plan.tagged_input = main_tagged
+        if plan.per_batch_driver:  # the static rows travel with the plan, not the input
+            plan.streamed_input = streamed_input(main, None, corrupt, spec.event_time,
+                                                 plan.clocked)
         return plan
     plan.static_broadcast = []
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
@@ -161,6 +164,9 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
         second_key_positions=tuple(other.columns.index(c) for c in second[1]) if second else (),
     )
     _choose(plan, keyed_facts(plan, main, spec), spec)
+    if plan.per_batch_driver:
+        plan.streamed_input = streamed_input(main, None, corrupt, spec.event_time, plan.clocked,
+                                             other if second else None)
     return plan
 
 

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType
 
+from sparkcast.spark.execution.clock import CLOCK_SCHEMA, ClockProcessor
 from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
 from sparkcast.spark.execution.routing import group_column, hash_columns
 from sparkcast.spark.layout import (
@@ -30,12 +31,14 @@ from sparkcast.spark.layout import (
     CORRUPT_SIDE,
     MAIN_SIDE,
     ORDER,
+    SECOND_SIDE,
     SEQ,
     SIDE,
     SUBTASK,
     TS,
     broadcast_column,
     main_column,
+    second_column,
 )
 from sparkcast.spark.plan import RuntimePlan
 
@@ -47,31 +50,40 @@ def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
                          for i, c in enumerate(main.columns)])
 
 
-def streamed_input(main: DataFrame, broadcast: Any, corrupt: DataFrame | None,
-                   event_time: str | None, clocked: bool = False) -> DataFrame:
-    """Both inputs (and malformed rows) in one streaming frame, told apart by ``_side``;
-    ``clocked``: with the ``clock`` of event-time timers."""
-    df: DataFrame = broadcast.df
-    order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
-    frames = [
-        main.select(F.lit(MAIN_SIDE).cast("byte").alias(SIDE),
-                    millis(main, event_time).alias(TS),
-                    *[F.col(f"`{c}`").alias(main_column(i)) for i, c in enumerate(main.columns)]),
-        df.select(F.lit(BROADCAST_SIDE).cast("byte").alias(SIDE),
-                  millis(df, event_time).alias(TS), order.alias(ORDER),
-                  *[F.col(f"`{c}`").alias(broadcast_column(i)) for i, c in enumerate(df.columns)]),
-    ]
+def streamed_input(main: DataFrame, broadcast: Any | None, corrupt: DataFrame | None,
+                   event_time: str | None, clocked: bool = False,
+                   second: DataFrame | None = None) -> DataFrame:
+    """The micro-batch engine's input: every input (and the malformed rows) in one streaming
+    frame, told apart by ``_side``: the main rows, the broadcast rows of a streamed broadcast
+    side (None: a static side or none), a co-function's ``second`` keyed input; ``clocked``:
+    with the ``clock`` of event-time timers."""
+    frames = [_side_frame(main, MAIN_SIDE, main_column, event_time)]
+    if broadcast is not None:
+        df: DataFrame = broadcast.df
+        order = (F.col(f"`{broadcast.order_by}`") if broadcast.order_by
+                 else F.lit(None).cast("long"))
+        frames.append(_side_frame(df, BROADCAST_SIDE, broadcast_column, event_time,
+                                  order.alias(ORDER)))
+    if second is not None:
+        frames.append(_side_frame(second, SECOND_SIDE, second_column, event_time))
     if corrupt is not None:
         frames.append(corrupt.select(F.lit(CORRUPT_SIDE).cast("byte").alias(SIDE), "*"))
     if clocked:
-        frames.append(clock(main))
+        frames.append(clock(main, processing_time=event_time is None))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame, allowMissingColumns=True)
     return union
 
 
-def clock(main: DataFrame) -> DataFrame:
+def _side_frame(df: DataFrame, side: int, column: Any, event_time: str | None,
+                *extra: Any) -> DataFrame:
+    """``df`` as ``_side, _ts, [extra], <column(0)> …``: its fields renamed by position."""
+    return df.select(F.lit(side).cast("byte").alias(SIDE), millis(df, event_time).alias(TS),
+                     *extra, *[F.col(f"`{c}`").alias(column(i)) for i, c in enumerate(df.columns)])
+
+
+def clock(main: DataFrame, processing_time: bool = False) -> DataFrame:
     """A no-op stateful operator under the main stream's watermark: Spark runs a no-data
     micro-batch when the watermark moved only for a query with a stateful operator, and a
     ``foreachBatch`` query has none, so a timer due at the watermark the last input reached
@@ -80,9 +92,17 @@ def clock(main: DataFrame) -> DataFrame:
     second scan of the main rows' columns it needs (none) and one tiny state commit per
     micro-batch; its one row (``CLOCK_SIDE``) is ignored. The query runs in ``update`` mode
     (``batch_driver.input_stream``): Spark refuses, in append mode, an aggregation whose
-    keys hold no watermark."""
-    return (main.where(F.rand(0) < -1.0).groupBy().count()
-            .select(F.lit(CLOCK_SIDE).cast("byte").alias(SIDE)))
+    keys hold no watermark. With ``processing_time`` (timers without ``event_time``) the
+    operator is ``execution/clock.py``'s, which makes Spark run a micro-batch at every
+    trigger."""
+    never = main.where(F.rand(0) < -1.0)
+    if processing_time:
+        ticks = (never.select(F.lit(0).alias("_clock")).groupBy("_clock")
+                 .transformWithStateInPandas(ClockProcessor(), CLOCK_SCHEMA, "Update",
+                                             "ProcessingTime"))
+    else:
+        ticks = never.groupBy().count()
+    return ticks.select(F.lit(CLOCK_SIDE).cast("byte").alias(SIDE))
 
 
 def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
