@@ -16,6 +16,10 @@ from sparkcast.core.scope import NO_KEY, KeyScope
 from sparkcast.errors import TimerError
 
 _Entry = tuple[int, bytes]  # (timestamp, canonical key)
+#: keys of these exact types are encoded once per queue (``bool`` is not ``int`` here, and a
+#: tuple may hold equal values of different types, so it is encoded each time)
+_CACHED_TYPES = (str, int)
+_CACHE_SIZE = 65_536
 
 
 class TimerQueue:
@@ -24,20 +28,33 @@ class TimerQueue:
     def __init__(self) -> None:
         self._heap: list[_Entry] = []
         self._keys: dict[_Entry, Any] = {}
+        self._canonical: dict[tuple[type, Any], bytes] = {}
         self.changed = False
+
+    def _encoded(self, key: Any) -> bytes:
+        """The key's canonical encoding; a session timer re-registered per event would
+        otherwise encode its key with every event."""
+        if type(key) not in _CACHED_TYPES:
+            return codec.canonical(key)
+        cached = self._canonical.get((type(key), key))
+        if cached is None:
+            if len(self._canonical) >= _CACHE_SIZE:
+                self._canonical.clear()
+            cached = self._canonical[(type(key), key)] = codec.canonical(key)
+        return cached
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def register(self, timestamp: int, key: Any) -> None:
-        entry = (int(timestamp), codec.canonical(key))
+        entry = (int(timestamp), self._encoded(key))
         if entry not in self._keys:
             self._keys[entry] = key
             heapq.heappush(self._heap, entry)
             self.changed = True
 
     def delete(self, timestamp: int, key: Any) -> None:
-        if self._keys.pop((int(timestamp), codec.canonical(key)), None) is not None:
+        if self._keys.pop((int(timestamp), self._encoded(key)), None) is not None:
             self.changed = True  # the heap entry is skipped when it surfaces
 
     def pop_due(self, upto: int) -> tuple[int, Any] | None:
