@@ -28,6 +28,14 @@ def broadcast_letters_once(outputs: list[OutputRecord]) -> list[OutputRecord]:
             or record[1].callback != "process_broadcast_element"]
 
 
+def subtask_share(outputs: list[list[OutputRecord]], subtask: int) -> list[OutputRecord]:
+    """What ``subtask`` emits of the broadcast outputs the driver's engines made once for all:
+    ``outputs`` holds one list for every subtask, or one per subtask (a function that asks
+    which subtask it is); keyless broadcast dead letters on subtask 0 alone."""
+    records = outputs[subtask] if len(outputs) > 1 else outputs[0]
+    return broadcast_letters_once(records) if subtask else records
+
+
 def corrupt_letters(bad: DataFrame, output_schema: StructType, ts_type: DataType) -> DataFrame:
     """Unparsable rows (``_raw``, ``_error``) shaped like the operator's tagged output."""
     letter = F.struct(

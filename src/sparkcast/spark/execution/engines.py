@@ -14,6 +14,7 @@ cache keyed by pipeline, path and subtask: a streamed plan's operator (``result.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from cachetools import LRUCache
 
@@ -23,6 +24,9 @@ from sparkcast.api.options import ProcessOptions
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
 from sparkcast.spark.plan import Engine, RuntimePlan
+from sparkcast.spark.state.snapshots import Snapshot
+
+Backend = TypeVar("Backend", bound=StateBackend)
 
 _ENGINES: LRUCache[tuple[str, Engine, int], SubtaskEngine] = LRUCache(maxsize=256)
 
@@ -58,6 +62,32 @@ def apply_static_broadcast(engine: SubtaskEngine, plan: RuntimePlan) -> None:
     """The static broadcast rows, in the deterministic broadcast order (on every path)."""
     for element in order_broadcast(plan.static_broadcast):
         engine.process_broadcast_element(element.value, element.timestamp)
+
+
+def bind_snapshot(engine: SubtaskEngine, state: Snapshot,
+                  backend_of: Callable[[dict[str, dict[Any, Any]]], Backend]) -> Backend:
+    """Bind ``engine`` to broadcast ``state``: its tables and version over the backend
+    ``backend_of`` makes from the tables (``in_memory`` shares them: a main side only reads
+    them); the one way every engine of the micro-batch engine gets its broadcast state."""
+    backend = backend_of(dict(state.tables))
+    backend.store("broadcast_version", state.version)
+    engine.bind(backend)
+    return backend
+
+
+def in_memory(tables: dict[str, dict[Any, Any]]) -> DictBackend:
+    """An in-memory backend over ``tables`` as they are (shared, not copied)."""
+    backend = DictBackend()
+    backend.broadcast.update(tables)
+    return backend
+
+
+def writable_in_memory(tables: dict[str, dict[Any, Any]]) -> DictBackend:
+    """An in-memory backend over copies of ``tables``, for an engine that applies elements."""
+    backend = DictBackend()
+    for name, table in tables.items():
+        backend.broadcast_table(name).update(table)
+    return backend
 
 
 def cached_engine(plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEngine]

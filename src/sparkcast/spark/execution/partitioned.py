@@ -45,9 +45,13 @@ from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.core.scope import normal_key
 from sparkcast.core.seed import Seed, apply_seed
-from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corrupt_letters
+from sparkcast.spark.execution.dead_letters import (
+    broadcast_letters_once,
+    corrupt_letters,
+    subtask_share,
+)
 from sparkcast.spark.execution.encoding import OutputEncoder
-from sparkcast.spark.execution.engines import cached_engine, plan_engine
+from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.packing import in_order
 from sparkcast.spark.execution.routing import group_column, hash_columns
@@ -166,15 +170,11 @@ class PartitionedOutputs(MicroBatchOutputs):
     def _encoded(self, outputs: list[list[OutputRecord]]) -> dict[int, list[bytes]]:
         """The driver's broadcast outputs per subtask as Arrow IPC streams (its keyless broadcast
         dead letters on subtask 0 alone), for the tasks that do not apply the elements."""
-        encoded: dict[int, list[bytes]] = {}
         if not any(outputs):
-            return encoded
-        for subtask in range(self.plan.parallelism):
-            records = outputs[subtask] if len(outputs) > 1 else outputs[0]
-            if subtask:
-                records = broadcast_letters_once(records)
-            encoded[subtask] = [_ipc(t) for t in self.encoder.encode_tables(records, subtask)]
-        return encoded
+            return {}
+        return {subtask: [_ipc(t) for t in self.encoder.encode_tables(
+                    subtask_share(outputs, subtask), subtask)]
+                for subtask in range(self.plan.parallelism)}
 
 
 def _hashes(rows: DataFrame, names: list[str], keys: tuple[int, ...]) -> tuple[Any, Any]:
@@ -296,17 +296,18 @@ class PartitionedRunner:
         """Bind ``engine`` to the subtask's state; whether it applies the elements itself (then
         from the base snapshot, into a copy nothing persists)."""
         plan = self.plan
-        state = _snapshot(self.snapshot, plan.blob_store, engine)
-        backend = StoreBackend(store, dict(state.tables))
-        guard_subtask(backend, plan.pipeline_id, subtask, self.layout)  # before anything runs
-        backend.store("broadcast_version", state.version)
-        engine.bind(backend)
+        def guarded(tables: dict[str, dict[Any, Any]]) -> StoreBackend:
+            backend = StoreBackend(store, tables)
+            guard_subtask(backend, plan.pipeline_id, subtask, self.layout)  # before it runs
+            return backend
+
+        bind_snapshot(engine, snapshots.read_or_empty(self.snapshot, plan.blob_store,
+                                                      engine.types), guarded)
         applies = self.mode == ALWAYS or (self.mode == IF_HELD and bool(engine.hold.items))
         if applies:
-            base = _snapshot(self.base, plan.blob_store, engine)
-            backend = StoreBackend(store, dict(base.tables), writable_broadcast=True)
-            backend.store("broadcast_version", base.version)
-            engine.bind(backend)
+            bind_snapshot(engine, snapshots.read_or_empty(self.base, plan.blob_store,
+                                                          engine.types),
+                          lambda tables: StoreBackend(store, tables, writable_broadcast=True))
         else:  # the driver applied the update: its effect is measured here
             engine.meter.awaiting_effect(self.made_at)
         return applies
@@ -316,10 +317,6 @@ class PartitionedRunner:
         backend = engine.backend
         if isinstance(backend, StoreBackend):
             backend.prefetch(list(dict.fromkeys(normal_key(k) for k in keys)))
-
-
-def _snapshot(file: str | None, blob_store: str, engine: SubtaskEngine) -> snapshots.Snapshot:
-    return snapshots.read(file, blob_store, engine.types) if file else snapshots.EMPTY
 
 
 def _ipc(table: pa.Table) -> bytes:

@@ -17,7 +17,7 @@ runs it as one ``foreachBatch`` query over the union of both inputs instead
 
 Every subtask reads the same snapshot, so broadcast state is identical everywhere by
 construction. Outputs of ``process_broadcast_element`` are emitted as each of the P subtasks of
-the operator path would (its broadcast dead letters once, ``dead_letters.broadcast_letters_once``).
+the operator path would (its broadcast dead letters once, ``dead_letters.subtask_share``).
 The planner (``planning/paths.py``) chooses this path only where results equal the operator's.
 """
 
@@ -35,9 +35,15 @@ from pyspark.sql.types import StructType
 from sparkcast.core.backend import DictBackend
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.records import BroadcastElement, OutputRecord
-from sparkcast.spark.execution.dead_letters import broadcast_letters_once, corrupt_letters
+from sparkcast.spark.execution.dead_letters import corrupt_letters, subtask_share
 from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
-from sparkcast.spark.execution.engines import apply_static_broadcast, plan_engine
+from sparkcast.spark.execution.engines import (
+    apply_static_broadcast,
+    bind_snapshot,
+    in_memory,
+    plan_engine,
+    writable_in_memory,
+)
 from sparkcast.spark.execution.stateless import StatelessRunner
 from sparkcast.spark.execution.values import collect_elements, collect_partitions
 from sparkcast.spark.layout import (
@@ -136,11 +142,8 @@ class MicroBatchOutputs:
         for every subtask or one list per subtask."""
         if not any(outputs):
             return []
-        tables = self.encoder.encode_tables(outputs[0], 0)
-        for subtask in range(1, self.plan.parallelism):
-            emitted = outputs[subtask] if len(outputs) > 1 else outputs[0]
-            tables += self.encoder.encode_tables(broadcast_letters_once(emitted), subtask)
-        return tables
+        return [table for subtask in range(self.plan.parallelism)
+                for table in self.encoder.encode_tables(subtask_share(outputs, subtask), subtask)]
 
 
 @dataclass(frozen=True)
@@ -228,11 +231,7 @@ class BroadcastApplier:
     def _run(self, engine: SubtaskEngine, state: snapshots.Snapshot,
              elements: list[BroadcastElement]) -> DictBackend:
         """``elements`` applied by ``engine`` to a copy of ``state``; the resulting backend."""
-        backend = DictBackend()
-        for descriptor, table in state.tables.items():
-            backend.broadcast_table(descriptor).update(table)
-        backend.store("broadcast_version", state.version)
-        engine.bind(backend)
+        backend = bind_snapshot(engine, state, writable_in_memory)
         engine.keyed_states.applied = False
         engine.run_micro_batch(elements, [], processing_time=int(time.time() * 1000))
         return backend
@@ -265,11 +264,7 @@ class SnapshotBinder:
         wanted = self.file or ""
         if _BOUND.get(key) == wanted:
             return
-        state = (snapshots.read(self.file, self.blob_store, engine.types) if self.file
-                 else snapshots.EMPTY)
-        backend = DictBackend()
-        backend.broadcast.update(state.tables)
-        backend.store("broadcast_version", state.version)
-        engine.bind(backend)
+        bind_snapshot(engine, snapshots.read_or_empty(self.file, self.blob_store, engine.types),
+                      in_memory)
         engine.meter.awaiting_effect(self.made_at)
         _BOUND[key] = wanted

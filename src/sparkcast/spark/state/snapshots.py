@@ -81,6 +81,12 @@ def delete(location: str, batch: int) -> None:
     storage.delete(name(location, batch))
 
 
+def read_or_empty(file: str | None, blob_store: str, types: codec.Resolver | None = None
+                  ) -> Snapshot:
+    """``read(file)``, or the empty state where there is no snapshot file (None)."""
+    return EMPTY if file is None else read(file, blob_store, types)
+
+
 def read(file: str, blob_store: str, types: codec.Resolver | None = None) -> Snapshot:
     """The snapshot in ``file``, decoded and frozen (objects as the classes ``types`` resolves
     them to), cached per process by file name."""
