@@ -100,8 +100,9 @@ class BaseBroadcastProcessFunction(Function):
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> Iterable[Any] | None:
         """Called for each broadcast element, in the same order wherever broadcast state is
-        kept: on every subtask, or once on the driver when a non-keyed function runs on the
-        streamed path (every subtask then reads that one state)."""
+        kept: on every subtask (the operator engine), or once on the driver where the
+        micro-batch engine's driver works per micro-batch (every subtask then reads that one
+        state)."""
         raise UndefinedMethodError(f"{type(self).__name__} must define process_broadcast_element")
 
 
@@ -121,8 +122,8 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, O
         return super().process_element(value, ctx)
 
     def process_broadcast_element(self, value: IN2, ctx: Context) -> Iterable[Any] | None:
-        """Called for each broadcast element with read-write broadcast state; on the streamed
-        path of a non-keyed function it runs once, on the driver."""
+        """Called for each broadcast element with read-write broadcast state; where the
+        micro-batch engine's driver works per micro-batch it runs once, on the driver."""
         return super().process_broadcast_element(value, ctx)
 
 

@@ -75,8 +75,8 @@ class SubtaskMeter:
         self.awaiting_effect(made_at(event_time, int(time.time() * 1000)))
 
     def awaiting_effect(self, since: int | None) -> None:
-        """An update made at ``since`` (epoch ms) waits for the next main element; the streamed
-        paths' workers hear it from the driver, which applied it (the oldest one counts)."""
+        """An update made at ``since`` (epoch ms) waits for the next main element; the micro-batch
+        engine's workers hear it from the driver, which applied it (the oldest one counts)."""
         if self.pending_since is None and since is not None:
             self.pending_since = since
 

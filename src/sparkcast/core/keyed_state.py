@@ -389,7 +389,7 @@ class KeyedStates:
         self._decoders: dict[str, Convert | None] = {}
         self._tables: Tables = lambda name, decode=None: {}
         self._failure: tuple[BaseException, Any] | None = None
-        #: whether ``apply`` ran since it was last reset: the partitioned path's driver asks, as
+        #: whether ``apply`` ran since it was last reset: the micro-batch engine's driver asks, as
         #: its broadcast elements then need every subtask's keyed state
         self.applied = False
         #: the job's ``TypeRegistry``, set by the engine

@@ -21,7 +21,7 @@ CALLBACKS = ("input", "output", "process_element", "process_broadcast_element", 
              "process_batch")
 #: the observation's plain columns, copied into each operator's record
 OBSERVED = ("main_rows", "side_output_rows", "dead_letters", "first_dead_letter")
-# the broadcast elements the streamed path's driver applied, once for every subtask
+# the broadcast elements the micro-batch engine's driver applied, once for every subtask
 APPLIED_ONCE = "broadcast_applied_once"
 
 

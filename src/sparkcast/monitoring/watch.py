@@ -117,7 +117,8 @@ def view(query: Any, output: str | Path | None = None, out: TextIO | None = None
 def _catching_up(query: Any) -> bool:
     """Whether the listener (asynchronous, on Spark's listener bus) has yet to deliver a
     finished query's last sparkcast micro-batch: one that read rows, or whose progress holds
-    an observation (the streamed path's reaches only the listener's copy of the progress)."""
+    an observation (that of the micro-batch engine's foreachBatch query reaches only the
+    listener's copy of the progress)."""
     reported = [int(p["batchId"]) for p in query.recentProgress
                 if p.get("numInputRows") or any(is_observation(n)
                                                  for n in p.get("observedMetrics") or {})]

@@ -26,8 +26,8 @@ RAW = "_raw"  #: a malformed input line's text
 ERROR = "_error"  #: why it is malformed
 MAIN_SIDE, BROADCAST_SIDE = 0, 1
 SECOND_SIDE = 2  #: a ``KeyedCoProcessFunction``'s second keyed input
-TICK_SIDE = 3  #: the partitioned path: one row per subtask and micro-batch, so every one runs
-#: the partitioned path with event-time timers: the row of a no-op aggregate (``tagging.clock``)
+TICK_SIDE = 3  #: by subtask: one row per subtask and micro-batch, so every one runs
+#: by subtask with timers: the rows of the query's clock (``tagging.clock``)
 CLOCK_SIDE = 4
 CORRUPT_SIDE = 5  #: the micro-batch engine: malformed rows of any input
 

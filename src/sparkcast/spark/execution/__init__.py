@@ -1,3 +1,4 @@
-"""Running the engine core in Spark: the operator path's processor, the stateless and streamed
-paths' runner, and what they share (one engine factory, input values, output encoding, metrics
-rows, dead letters). A Python worker imports only the modules of the path it runs."""
+"""Running the engine core in Spark: the operator engine's processor, the micro-batch engine's
+work per micro-batch and its runners (in place and bound to a snapshot, by subtask over the keyed
+store), and what they share (one engine factory, input values, output encoding, metrics rows,
+dead letters). A Python worker imports only the modules of what it runs."""

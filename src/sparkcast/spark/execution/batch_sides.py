@@ -1,6 +1,6 @@
 """Which partitions of a ``foreachBatch`` micro-batch come from which side of the union.
 
-``foreachBatch`` hands the streamed path its micro-batch as an opaque ``LogicalRDD``: a filter
+``foreachBatch`` hands the micro-batch engine its micro-batch as an opaque ``LogicalRDD``: a filter
 on ``_side`` cannot prune the main branch, so collecting the few broadcast rows would scan every
 main row (and the sources' scan metrics would count them twice in ``numInputRows``). But each
 partition of a union comes from one of its children, in order: the batch's RDD is a
@@ -8,8 +8,9 @@ partition of a union comes from one of its children, in order: the batch's RDD i
 each child's projection names its side (``1 AS _side``). Reading both gives the broadcast
 partitions, and a job over only those reads only the broadcast rows.
 
-Classic Spark only (the streamed path is), through the JVM objects PySpark itself uses; when the
-shapes are not the expected ones the answer is None and the caller takes the slower safe way.
+Classic Spark only (the micro-batch engine's ``foreachBatch`` query is), through the JVM objects
+PySpark itself uses; when the shapes are not the expected ones the answer is None and the caller
+takes the slower safe way.
 """
 
 from __future__ import annotations

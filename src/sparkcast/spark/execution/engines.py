@@ -1,13 +1,14 @@
 """The one place an engine is made, and the one cache of engines in a Python worker.
 
-Every path runs the engine core (``core/engine.py``) over one subtask: the operator path's
-processor over Spark's state store, the stateless and streamed paths' runner over in-memory
-state, the streamed path's driver once per micro-batch, and the planner once to find the
-function's keyed state. Each gets its engine from :func:`new_engine`, opened (so ``open`` runs,
+Both engines run the engine core (``core/engine.py``) over one subtask: the operator engine's
+processor over Spark's state store; the micro-batch engine's runners in the tasks (over the
+static rows or a micro-batch's broadcast snapshot, and by subtask over the subtask's keyed
+store) and its driver once per micro-batch; and the planner once to find the function's keyed
+state. Each gets its engine from :func:`new_engine`, opened (so ``open`` runs,
 and a broken ``open`` fails there).
 
 Workers keep their engines (``open`` once per subtask, not once per micro-batch) in one LRU
-cache keyed by pipeline, path and subtask: a streamed plan's operator (``result.main``) and its
+cache keyed by pipeline, engine and subtask: a plan's operator (``result.main``) and its
 ``write_stream`` runner may share a worker, and bind their engines to different state.
 """
 
@@ -51,7 +52,7 @@ def plan_engine(plan: RuntimePlan, subtask: int = 0, backend: StateBackend | Non
 
 
 def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
-    """An engine holding the static broadcast state (what the operator path's subtasks hold
+    """An engine holding the static broadcast state (what the operator engine's subtasks hold
     after their first batch), on an in-memory backend."""
     engine = plan_engine(plan, subtask)
     apply_static_broadcast(engine, plan)
@@ -59,7 +60,7 @@ def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
 
 
 def apply_static_broadcast(engine: SubtaskEngine, plan: RuntimePlan) -> None:
-    """The static broadcast rows, in the deterministic broadcast order (on every path)."""
+    """The static broadcast rows, in the deterministic broadcast order (on either engine)."""
     for element in order_broadcast(plan.static_broadcast):
         engine.process_broadcast_element(element.value, element.timestamp)
 
@@ -92,7 +93,7 @@ def writable_in_memory(tables: dict[str, dict[Any, Any]]) -> DictBackend:
 
 def cached_engine(plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEngine]
                   ) -> SubtaskEngine:
-    """This worker's engine for ``plan``'s subtask on its path, made by ``make`` the first time;
+    """This worker's engine for ``plan``'s subtask on its engine, made by ``make`` the first time;
     its pending outputs are dropped (a failed task's, which Spark retries)."""
     key = (plan.pipeline_id, plan.engine, subtask)
     engine = _ENGINES.get(key)

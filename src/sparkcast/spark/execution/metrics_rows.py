@@ -1,11 +1,11 @@
 """The ``_metrics`` row each subtask adds to its output per call, in the Python workers.
 
-The operator path's processor and the runner of the stateless and streamed paths report with
-three steps: call ``engine.meter.begin()`` before the call's first engine work, encode every
+The operator engine's processor and the micro-batch engine's runners report with three
+steps: call ``engine.meter.begin()`` before the call's first engine work, encode every
 output of the call with one ``OutputEncoder`` (it counts rows per output and dead letters per
 callback in bulk), then ``engine.meter.finish()`` and append ``metrics_table(engine, encoder,
 ...)`` to the call's output. The observation (``observe/observation.py``) and the driver
-(``monitoring``) do the rest. The streamed path's driver, which applies each micro-batch's
+(``monitoring``) do the rest. The micro-batch engine's driver, which applies each micro-batch's
 broadcast elements once, sends no row of its own: its writer reports the count of elements
 applied with the batch's observed row (``outputs/file_writer.py``).
 

@@ -1,15 +1,15 @@
-"""The partitioned path: keyed functions, ``hold_until_ready`` and event-time alignment over a
-streamed broadcast side, a static one or none, with the broadcast applied once and main rows
-in Python once.
+"""The micro-batch engine by subtask (``RuntimePlan.by_subtask``): keyed functions, timers,
+``hold_until_ready`` and event-time alignment over a streamed broadcast side, a static one or
+none, with the broadcast applied once and main rows in Python once.
 
-The streamed path (``streamed.py``) shares a micro-batch's broadcast work between subtasks, but
-its main side keeps no state. Here every subtask also owns keyed state (and timers, held
-elements), so main rows must meet their key's subtask. ``write_stream`` runs it as the streamed
-path's one ``foreachBatch`` query; per micro-batch N::
+The per-batch driver (``streamed.py``) shares a micro-batch's broadcast work between subtasks,
+but its main side keeps no state. Here every subtask also owns keyed state (and timers, held
+elements), so main rows must meet their key's subtask. ``write_stream`` runs it as the same one
+``foreachBatch`` query; per micro-batch N::
 
     1. the driver applies the broadcast elements once, to the snapshot of the batches before,
        and writes snapshot N (``streamed.BroadcastApplier``);
-    2. main rows get their subtask (``hash(key) mod P``, Spark's Murmur3 as on the operator path)
+    2. main rows get their subtask (``hash(key) mod P``, Spark's Murmur3 as on the operator engine)
        and one tick row per subtask joins them (so every subtask runs: timers, held elements);
        ``repartition`` by subtask, then one ``mapInArrow`` (``PartitionedRunner``) runs each
        subtask's rows in (event time, content hash) order against snapshot N and the subtask's
@@ -81,14 +81,14 @@ ALWAYS, IF_HELD, NEVER = "always", "if_held", "never"  # which subtasks apply th
 
 
 def micro_batch_outputs(plan: RuntimePlan, checkpoint_location: str) -> MicroBatchOutputs:
-    """The per-micro-batch outputs of a plan on the streamed or the partitioned path."""
+    """The per-micro-batch outputs of a plan on the micro-batch engine's ``foreachBatch`` query."""
     if plan.by_subtask:
         return PartitionedOutputs(plan, checkpoint_location)
     return MicroBatchOutputs(plan, checkpoint_location)
 
 
 class PartitionedOutputs(MicroBatchOutputs):
-    """A micro-batch of the partitioned path as the operator's tagged frame."""
+    """A micro-batch of the micro-batch engine by subtask as the operator's tagged frame."""
 
     def __init__(self, plan: RuntimePlan, checkpoint_location: str) -> None:
         super().__init__(plan, checkpoint_location)

@@ -1,6 +1,7 @@
 """Where a row goes: the column expressions that give main rows their subtask, the same on the
-operator path (``planning/tagging.py``), the partitioned path (``partitioned.py``) and in
-``initial_state`` (``planning/bootstrap.py``), so a key lands in one subtask on every path."""
+operator engine (``planning/tagging.py``), the micro-batch engine by subtask
+(``partitioned.py``) and in ``initial_state`` (``planning/bootstrap.py``), so a key lands in one
+subtask on either engine."""
 
 from __future__ import annotations
 

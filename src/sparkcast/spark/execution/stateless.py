@@ -1,17 +1,19 @@
-"""The shuffle-free path: a non-keyed function whose broadcast side is a static DataFrame.
+"""The micro-batch engine in place (``RuntimePlan.in_place``): a non-keyed function whose
+broadcast side is a static DataFrame, and the shuffle-free runner of its main rows.
 
 Such a function's broadcast state is the static rows applied in their deterministic order, fixed
 for the life of the query, and its main side only reads it. There is then nothing to checkpoint
 and no reason for main rows to meet in subtasks: one ``mapInArrow`` runs the engine over each
 partition where it lies. That is one JVM↔Python round trip and no shuffle, where the operator
-path (``processor.py``) needs two round trips (packing, then transformWithStateInPandas) and a
-shuffle. Outputs are the same (the differential tests run both paths); a replayed partition
-gives the same rows, so the path is exactly-once with any idempotent sink.
+engine (``processor.py``) needs two round trips (packing, then transformWithStateInPandas) and
+a shuffle. Outputs are the same (the differential tests run both engines); a replayed partition
+gives the same rows, so it is exactly-once with any idempotent sink.
 
-The planner picks this path only when :func:`needs_no_state`: no keyed state, no
-``hold_until_ready``, and applying the static rows on the driver emitted nothing (outputs of
-``process_broadcast_element`` would otherwise repeat in every task). The streamed path's main
-side runs the same :class:`StatelessRunner`, bound to each micro-batch's broadcast snapshot.
+The engine choice (``planning/choice.py``) runs a plan in place only when
+:func:`needs_no_state`: no keyed state, no ``hold_until_ready``, and applying the static rows on
+the driver emitted nothing (outputs of ``process_broadcast_element`` would otherwise repeat in
+every task). The per-batch driver's main side (``streamed.py``) runs the same
+:class:`StatelessRunner`, bound to each micro-batch's broadcast snapshot.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ MIN_FRAME_ROWS = 100_000
 
 
 def needs_no_state(plan: RuntimePlan) -> bool:
-    """Whether the shuffle-free path gives the operator path's results (checked on the driver,
+    """Whether running in place gives the operator engine's results (checked on the driver,
     which applies the static rows once, as every task will)."""
     if plan.keyed or plan.keyed_descriptors or plan.options.hold_until_ready:
         return False
@@ -46,7 +48,7 @@ def needs_no_state(plan: RuntimePlan) -> bool:
 
 class StatelessRunner:
     """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows.
-    ``bind`` (the streamed path's ``streamed.SnapshotBinder``) gives the engine the broadcast
+    ``bind`` (the per-batch driver's ``streamed.SnapshotBinder``) gives the engine the broadcast
     state of the current micro-batch; without it the engine holds the static rows."""
 
     def __init__(self, plan: RuntimePlan,
@@ -77,7 +79,7 @@ class StatelessRunner:
     @staticmethod
     def emit(engine: SubtaskEngine, encoder: OutputEncoder, subtask: int
              ) -> Iterator[pa.RecordBatch]:
-        """The one place this path (and the streamed path's main side) takes the engine's
+        """The one place this runner (in place, and bound to a snapshot) takes the engine's
         outputs, as tagged Arrow batches."""
         for out in encoder.encode_tables(engine.take_outputs(), subtask):
             yield from out.to_batches()

@@ -1,6 +1,7 @@
-"""The streamed-broadcast path's work on each micro-batch, on the driver and in the workers.
+"""The micro-batch engine's work on each micro-batch where its driver works per micro-batch
+(``RuntimePlan.per_batch_driver``), on the driver and in the workers.
 
-On the operator path every one of P subtasks receives, applies and checkpoints each broadcast
+On the operator engine every one of P subtasks receives, applies and checkpoints each broadcast
 element (a cross join replicates it P times), and every main row crosses to Python twice and is
 shuffled. A non-keyed function's main side only *reads* the broadcast state, so ``write_stream``
 runs it as one ``foreachBatch`` query over the union of both inputs instead
@@ -17,8 +18,10 @@ runs it as one ``foreachBatch`` query over the union of both inputs instead
 
 Every subtask reads the same snapshot, so broadcast state is identical everywhere by
 construction. Outputs of ``process_broadcast_element`` are emitted as each of the P subtasks of
-the operator path would (its broadcast dead letters once, ``dead_letters.subtask_share``).
-The planner (``planning/paths.py``) chooses this path only where results equal the operator's.
+the operator engine would (its broadcast dead letters once,
+``dead_letters.subtask_share``). The engine choice (``planning/choice.py``) takes the
+micro-batch engine only where results equal the operator's; with state per subtask
+(``by_subtask``) ``partitioned.py`` builds on this module's applier and outputs.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ _BOUND: dict[tuple[str, int], str] = {}  # (pipeline, subtask) -> the snapshot i
 
 def streamed_runner(plan: RuntimePlan, snapshot: str | None, made_at: int | None = None
                     ) -> StatelessRunner:
-    """What the streamed path ships to the workers for one micro-batch: the stateless path's
+    """What the per-batch driver ships to the workers for one micro-batch: the in-place
     runner, bound to the batch's broadcast ``snapshot`` file (None: empty state); ``made_at``:
     when the oldest update the snapshot applied was made (for the update-to-effect latency)."""
     return StatelessRunner(plan.for_workers(),
@@ -75,7 +78,7 @@ def streamed_runner(plan: RuntimePlan, snapshot: str | None, made_at: int | None
 
 
 class MicroBatchOutputs:
-    """The outputs of one micro-batch of the streamed path as the operator's tagged frame: the
+    """The outputs of one micro-batch of the per-batch driver as the operator's tagged frame: the
     batch's broadcast elements applied once (``BroadcastApplier``), its main rows run by the
     workers against the resulting snapshot, its malformed rows as dead letters."""
 
@@ -137,7 +140,7 @@ class MicroBatchOutputs:
         return collect_elements(frame, self.plan.broadcast_fields, rows)
 
     def _broadcast_outputs(self, outputs: list[list[OutputRecord]]) -> list[pa.Table]:
-        """What ``process_broadcast_element`` emitted, as every subtask of the operator path
+        """What ``process_broadcast_element`` emitted, as every subtask of the operator engine
         emits it (its keyless dead letters once), as tagged tables: ``outputs`` holds one list
         for every subtask or one list per subtask."""
         if not any(outputs):
@@ -148,11 +151,11 @@ class MicroBatchOutputs:
 
 @dataclass(frozen=True)
 class BatchParts:
-    """One micro-batch of the streamed path, before its tagged frame is put together."""
+    """One micro-batch of the micro-batch engine, before its tagged frame is put together."""
 
     main: DataFrame  #: the main rows as the runner takes them (``_ts, m_0 …``)
-    #: the ``mapInArrow`` body, bound to the batch's snapshot (the streamed path's
-    #: ``StatelessRunner``, the partitioned path's ``PartitionedRunner``)
+    #: the ``mapInArrow`` body, bound to the batch's snapshot (``StatelessRunner``; by
+    #: subtask, ``PartitionedRunner``)
     runner: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
     corrupt: DataFrame | None  #: malformed rows as tagged dead letters
     emitted: list[pa.Table]  #: tagged outputs of ``process_broadcast_element``

@@ -1,10 +1,10 @@
 """``write_stream``'s Parquet files written by the Python tasks themselves, with ``pyarrow``.
 
 Written by Spark, a micro-batch's tagged rows go Arrow → JVM rows → a sort by ``_output`` (what
-``partitionBy`` needs) → Spark's Parquet encoder: on the streamed path that was most of the
-write job. A :class:`TaskWriter` wraps any ``mapInArrow`` runner that yields the tagged frame
-(``layout.py``): it splits each Arrow batch by output and writes one Parquet file per output
-and task attempt into the micro-batch's staging folder, in the layout Spark's
+``partitionBy`` needs) → Spark's Parquet encoder: in the micro-batch engine's ``foreachBatch`` query
+that was most of the write job. A :class:`TaskWriter` wraps any ``mapInArrow`` runner that yields
+the tagged frame (``layout.py``): it splits each Arrow batch by output and writes one Parquet file
+per output and task attempt into the micro-batch's staging folder, in the layout Spark's
 ``partitionBy(OUTPUT)`` gives (``_output=<name>/part-<partition>-<uuid>.c000.snappy.parquet``,
 the data columns without ``_tag``). It returns only small rows (:data:`WRITTEN`): one per file
 (output, path under the staging folder, rows) and one per task with what the observation would

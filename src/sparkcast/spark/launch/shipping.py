@@ -1,6 +1,6 @@
 """Shipping sparkcast and its dependencies to executors that do not share the driver's Python.
 
-The route that works for every path sparkcast takes (checked on a standalone cluster,
+The route that works for both of sparkcast's engines (checked on a standalone cluster,
 tests/deploy/test_cluster.py): a packed virtualenv (``venv-pack`` / ``conda-pack``) given to
 Spark as an archive that each executor unpacks as ``./environment``, with
 ``spark.pyspark.python=./environment/bin/python``. ``--py-files`` alone is not enough:

@@ -1,16 +1,16 @@
 """The driver's ``StreamingQueryListener``: one record per micro-batch with a sparkcast operator.
 
-Registered once per session (the query's session: a ``foreachBatch`` batch comes in a new
-session object every time), it merges the batch's observed counts (``observation.py``; on the
-streamed path the row the writer reported, ``report_streamed``) into one record
-(``monitoring/progress.py``), adds it to the process's ``monitoring.store.MONITOR`` (the
-Prometheus endpoint and the view read it), appends it to the progress log of a ``write_stream``
-query (``<path>/_sparkcast_progress.jsonl``, for ``sparkcast view`` and ``sparkcast report``),
-logs one INFO line per micro-batch (logger ``sparkcast``, off unless the user sets it to INFO)
-and, for a micro-batch with dead letters, one WARN line: the count per callback and the first
-reason. It sums each query's records (``monitoring/outcome.py``): when the query ends, a run
-that was all or mostly dead letters is one more WARN line naming the first reason, and
-``outcome_of`` hands the sums to ``sparkcast run``.
+Registered once per session (the query's session: a ``foreachBatch`` batch comes in a new session
+object every time), it merges the batch's observed counts (``observation.py``; for the micro-batch
+engine's ``foreachBatch`` query the row the writer reported, ``report_streamed``) into one record
+(``monitoring/progress.py``), adds it to the process's ``monitoring.store.MONITOR`` (the Prometheus
+endpoint and the view read it), appends it to the progress log of a ``write_stream`` query
+(``<path>/_sparkcast_progress.jsonl``, for ``sparkcast view`` and ``sparkcast report``), logs one
+INFO line per micro-batch (logger ``sparkcast``, off unless the user sets it to INFO) and, for a
+micro-batch with dead letters, one WARN line: the count per callback and the first reason. It sums
+each query's records (``monitoring/outcome.py``): when the query ends, a run that was all or mostly
+dead letters is one more WARN line naming the first reason, and ``outcome_of`` hands the sums to
+``sparkcast run``.
 """
 
 from __future__ import annotations
@@ -60,8 +60,9 @@ def listen(spark: SparkSession) -> None:
 
 
 def report_streamed(query_id: str, batch_id: int, name: str, row: dict[str, Any]) -> None:
-    """The observed row of a streamed-path micro-batch, for the listener to merge into that
-    batch's progress: Spark does not put a ``foreachBatch``'s own jobs in ``observedMetrics``."""
+    """The observed row of a micro-batch of a ``foreachBatch`` query, for the listener to merge
+    into that batch's progress: Spark does not put a ``foreachBatch``'s own jobs in
+    ``observedMetrics``."""
     with _STREAMED_LOCK:
         batches = _STREAMED.setdefault(query_id, {})
         batches[batch_id] = (name, row)

@@ -2,8 +2,9 @@
 
 The counts are observed (``DataFrame.observe``) on the tagged frame, before any per-output
 filter, so ``result.main.writeStream...`` alone reports them as well as ``write_stream``. On the
-operator and stateless paths they appear in ``query.lastProgress["observedMetrics"]``; on the
-streamed path the ``foreachBatch`` writer observes each batch's write with an ``Observation``
+operator engine and the micro-batch engine in place they appear in
+``query.lastProgress["observedMetrics"]``; where the micro-batch engine's driver works per
+micro-batch the ``foreachBatch`` writer observes each batch's write with an ``Observation``
 (Spark does not put a ``foreachBatch``'s own jobs into ``observedMetrics``) and hands the row to
 the listener (``listener.report_streamed``), which merges it into that batch's progress.
 
@@ -52,7 +53,7 @@ def next_name(spark: SparkSession) -> str:
 def observed(tagged: DataFrame, name: str | Observation,
              session: SparkSession | None = None) -> DataFrame:
     """The tagged frame with the observation ``name`` (and the WARN listener on ``session``,
-    by default the frame's). The streamed path's writer passes an ``Observation`` and the
+    by default the frame's). The ``foreachBatch`` files writer passes an ``Observation`` and the
     query's session: a ``foreachBatch`` batch comes in a new session object every time."""
     listen(session or tagged.sparkSession)
     return tagged.observe(name, *_metric_columns(tagged.sparkSession))
@@ -128,8 +129,8 @@ def _scala_items(collection: Any) -> list[Any]:
 
 
 def _metric_columns(spark: SparkSession) -> list[Column]:
-    """Built once per Spark context (~0.2 s a time, and the streamed path observes every
-    micro-batch); Spark Connect builds them anew."""
+    """Built once per Spark context (~0.2 s a time, and the ``foreachBatch`` writer observes
+    every micro-batch); Spark Connect builds them anew."""
     if is_connect(spark):
         return _build_metric_columns()
     context = spark.sparkContext

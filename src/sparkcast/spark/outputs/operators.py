@@ -39,12 +39,12 @@ def tagged_output(plan: RuntimePlan) -> DataFrame:
 
 
 def stateless_runner(plan: RuntimePlan) -> StatelessRunner:
-    """What the stateless path ships to the workers: the ``mapInArrow`` body."""
+    """What the micro-batch engine in place ships to the workers: the ``mapInArrow`` body."""
     return StatelessRunner(plan.for_workers())
 
 
 def operator_processor(plan: RuntimePlan) -> BroadcastProcessor:
-    """What the operator path ships to the workers: the stateful processor."""
+    """What the operator engine ships to the workers: the stateful processor."""
     assert plan.tagged_input is not None
     schema = plan.tagged_input.schema
     names = schema.fieldNames()

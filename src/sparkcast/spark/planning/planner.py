@@ -214,7 +214,7 @@ def _check_counts(spec: ProcessSpec) -> None:
 
 def _may_skip_state(plan: RuntimePlan, broadcast: Any) -> bool:
     """Batch inputs: a small broadcast side applied before all main rows (batch alignment) is a
-    static one, and may take the shuffle-free path."""
+    static one, and may run in place on the micro-batch engine."""
     return (not plan.keyed and plan.options.time_alignment == "batch"
             and broadcast.df.count() <= MAX_STATIC_BROADCAST_ROWS)
 
@@ -273,7 +273,7 @@ def _check_event_time(main: DataFrame, bcast: DataFrame, spec: ProcessSpec,
 def _collect_static(broadcast: Any, event_time: str | None) -> list[BroadcastElement]:
     """A static broadcast side with a streaming main side: Spark cannot union the two, so its
     rows travel with the plan and every subtask applies them before its first main element.
-    Timestamps become millis in Spark, as on the other paths (``millis``)."""
+    Timestamps become millis in Spark, as for the other inputs (``millis``)."""
     df: DataFrame = broadcast.df
     if df.count() > MAX_STATIC_BROADCAST_ROWS:
         raise PipelineError(f"a static broadcast DataFrame may have at most "

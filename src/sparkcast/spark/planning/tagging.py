@@ -1,15 +1,16 @@
 """The inputs as the runtime takes them: tagged, renamed and hashed, on the driver.
 
-Both inputs become one tagged DataFrame on the operator path (DESIGN.md §4)::
+Both inputs become one tagged DataFrame on the operator engine (DESIGN.md §4)::
 
     main      ─ select(_subtask, _ts, _seq, m_0 … m_k) ─ mapInArrow(one blob per subtask) ─┐
     broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ───────────────┴ union
 
 ``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
 distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
-content hash that orders rows with equal timestamps the same way in every run. The stateless
-path takes ``_ts, m_0 …`` as they are (:func:`stateless_input`); the streamed path one union of
-both inputs and the malformed rows, told apart by ``_side`` (:func:`streamed_input`).
+content hash that orders rows with equal timestamps the same way in every run. The
+micro-batch engine in place takes ``_ts, m_0 …`` as they are (:func:`stateless_input`); its
+``foreachBatch`` query one union of the inputs, the malformed rows and the clock, told apart by
+``_side`` (:func:`streamed_input`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from sparkcast.spark.plan import RuntimePlan
 
 
 def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
-    """The stateless path's input: ``_ts, m_0 …``, where the rows lie."""
+    """The input of the micro-batch engine in place: ``_ts, m_0 …``, where the rows lie."""
     return main.select(millis(main, event_time).alias(TS),
                        *[F.col(f"`{c}`").alias(main_column(i))
                          for i, c in enumerate(main.columns)])

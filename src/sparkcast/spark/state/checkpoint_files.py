@@ -2,9 +2,10 @@
 
 Spark keeps ``offsets/<batch>`` (a batch planned) and ``commits/<batch>`` (a batch done) and the
 operator's state under ``state/``; sparkcast adds, under ``sparkcast/``, the layout record
-(``compatibility.py``), the streamed path's broadcast snapshots (``snapshots.py``) and the state
-a rescale prepared (``tools/rescale.py``). Every reader of a checkpoint finds these here, through
-``storage.py``, so a local path, ``file:`` URI or object-store URI all work the same way.
+(``compatibility.py``), the micro-batch engine's broadcast snapshots (``snapshots.py``) and keyed
+stores (``keyed_store.py``) and the state a rescale prepared (``tools/rescale.py``). Every reader of
+a checkpoint finds these here, through ``storage.py``, so a local path, ``file:`` URI or
+object-store URI all work the same way.
 
 The checkpoint's identity (``sparkcast/id.json``, a random id written once) names it in the
 manifest of the output folders it writes (``outputs/guarded.py``), so the identity survives a
@@ -54,7 +55,7 @@ def in_use(checkpoint: str) -> bool:
 
 
 def holds_operator_state(checkpoint: str) -> bool:
-    """Whether a stateful operator (the operator path) wrote state here."""
+    """Whether a stateful operator (the operator engine's, or a query's clock) wrote state here."""
     return storage.is_dir(file(checkpoint, "state"))
 
 

@@ -1,8 +1,8 @@
-"""Keyed state of the partitioned path: SQLite on the worker's disk, a delta file per micro-batch
-in the checkpoint.
+"""Keyed state of the micro-batch engine by subtask: SQLite on the worker's disk, a delta file
+per micro-batch in the checkpoint.
 
-The partitioned path (``execution/partitioned.py``) runs each subtask's main rows in a task of
-its own ``foreachBatch`` job, so there is no Spark state store to keep its keyed state. Each
+The micro-batch engine by subtask (``execution/partitioned.py``) runs each subtask's main rows in a
+task of its ``foreachBatch`` job, so there is no Spark state store to keep its keyed state. Each
 subtask keeps it here instead, as Spark's own HDFS-backed store does, with SQLite (the standard
 library's binding) in place of an in-memory map, so state larger than memory stays on disk:
 

@@ -1,13 +1,12 @@
-"""Broadcast state versioned by micro-batch id, in the checkpoint: the streamed path's state.
+"""Broadcast state versioned by micro-batch id, in the checkpoint: the micro-batch engine's.
 
-On the streamed path (``execution/streamed.py``) the driver applies a micro-batch's broadcast
-elements once, to the state the previous micro-batches left, and writes the result as one
-snapshot file ``<checkpoint>/sparkcast/broadcast/<batch id>`` before any main row of the batch
-runs. Only
-batches with broadcast elements write one; the state a batch's main rows read is the latest
-snapshot up to its id. So a replayed batch (after a crash, Spark reruns it with the same
-input) starts from the same base, the snapshots of earlier batches, and writes the same file:
-the broadcast state is exactly-once without Spark's state store.
+Where the micro-batch engine's driver works per micro-batch (``execution/streamed.py``), it applies
+a micro-batch's broadcast elements once, to the state the previous micro-batches left, and writes
+the result as one snapshot file ``<checkpoint>/sparkcast/broadcast/<batch id>`` before any main row
+of the batch runs. Only batches with broadcast elements write one; the state a batch's main rows
+read is the latest snapshot up to its id. So a replayed batch (after a crash, Spark reruns it with
+the same input) starts from the same base, the snapshots of earlier batches, and writes the same
+file: the broadcast state is exactly-once without Spark's state store.
 
 A snapshot is one header line (the checkpoint's layout, the version chain) and one line per
 entry, each a ``blobs.store_value`` of ``[descriptor, key, value]`` (large values go to the blob

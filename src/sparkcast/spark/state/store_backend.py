@@ -1,5 +1,6 @@
-"""The engine's state backend on the partitioned path: keyed state and the engine's blobs in the
-subtask's keyed store (``keyed_store.py``), broadcast state from the micro-batch's snapshot.
+"""The engine's state backend of the micro-batch engine by subtask: keyed state and the engine's
+blobs in the subtask's keyed store (``keyed_store.py``), broadcast state from the micro-batch's
+snapshot.
 
 Keyed values are read a key at a time (and cached for the micro-batch); at ``flush`` every key
 written, removed or handed out as a container (user code may mutate it in place, as on every
@@ -27,7 +28,7 @@ SWEEP_ROWS = 1000  # stored keys per TTL descriptor checked each micro-batch, be
 
 
 class StoreBackend(StateBackend):
-    """One subtask's state for one micro-batch of the partitioned path."""
+    """One subtask's state for one micro-batch of the micro-batch engine by subtask."""
 
     def __init__(self, store: SubtaskStore, broadcast: dict[str, dict[Any, Any]],
                  writable_broadcast: bool = False) -> None:

@@ -53,7 +53,7 @@ _SCHEMAS = {
 
 
 def checkpoint_layout(checkpoint: str) -> dict[str, Any]:
-    """The layout record ``write_stream`` keeps in a checkpoint of the operator path."""
+    """The layout record ``write_stream`` keeps in a checkpoint that holds state."""
     layout = read_layout(checkpoint)
     if layout is None:
         raise PipelineError(f"{checkpoint} has no layout record (sparkcast/layout.json): state "
