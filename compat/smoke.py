@@ -1,13 +1,14 @@
 """A smoke job for one PySpark version: ``python compat/smoke.py [WORKDIR]``.
 
-Runs the three runtime paths on a local session through ``write_stream`` with an available-now
-trigger, reads each output back and compares it with the pure-Python harness fed the same
-micro-batches:
+Runs the micro-batch engine's three shapes on a local session through ``write_stream`` with an
+available-now trigger, reads each output back and compares it with the pure-Python harness fed
+the same micro-batches:
 
-* keyed: per-key counters over a changing (streamed) broadcast side (the operator path,
-  ``transformWithStateInPandas``), with a side output and dead letters;
-* streamed: a non-keyed enrichment over a streamed broadcast side (the streamed path);
-* stateless: the same enrichment over a static broadcast side (the shuffle-free path).
+* keyed: per-key counters over a changing (streamed) broadcast side (by subtask: each
+  subtask's keyed store), with a side output and dead letters;
+* streamed: a non-keyed enrichment over a streamed broadcast side (one ``foreachBatch`` whose
+  driver applies the broadcast);
+* stateless: the same enrichment over a static broadcast side (in place, no shuffle).
 
 Prints one line, ``compat pyspark=<version> ... PASS`` (or ``FAIL`` and what differed), and exits
 0 only on PASS. ``make compat`` runs it in a virtualenv per supported PySpark (compat/run.py).
@@ -167,7 +168,15 @@ def run(spark: Any, data: Path, out: Path) -> tuple[dict[str, Counter], dict[str
         "stateless": Counter(tuple(r)
                              for r in read_output(spark, str(out / "stateless")).collect()),
     }
-    return read, {name: str(result.plan.path) for name, result in results.items()}
+    return read, {name: shape_of(result.plan) for name, result in results.items()}
+
+
+def shape_of(plan: Any) -> str:
+    """The engine a new checkpoint of ``plan`` takes, and the micro-batch engine's shape."""
+    if plan.engine == "operator":
+        return "operator"
+    return ("by subtask" if plan.by_subtask else
+            "foreachBatch" if plan.per_batch_driver else "in place")
 
 
 def metered_rows(out: Path, names: list[str], want: dict[str, int]) -> dict[str, int]:
@@ -214,8 +223,8 @@ def check(work: Path) -> int:
     problems = [f"{name}: {sum((want[name] - actual[name]).values())} missing, "
                 f"{sum((actual[name] - want[name]).values())} extra" for name in want
                 if actual[name] != want[name]]
-    wanted_paths = {"keyed": "operator", "streamed": "streamed", "stateless": "stateless"}
-    problems += [f"{name} took the {paths[name]} path" for name in paths
+    wanted_paths = {"keyed": "by subtask", "streamed": "foreachBatch", "stateless": "in place"}
+    problems += [f"{name} ran {paths[name]}, not {wanted_paths[name]}" for name in paths
                  if paths[name] != wanted_paths[name]]
     problems += [f"{name}: the progress log counts {metered[name]} main rows, "
                  f"{sum(actual[name].values())} were written" for name in outputs
