@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,36 +110,22 @@ def run(base: Path, path: str) -> None:
 
 def write(spark: Any, base: Path, path: str) -> None:
     """The pipeline to the end of its input in ``spark``; a last, unkilled run from the
-    checkpoint runs this way in the test's own session (no second JVM to start), with
-    ``run()``'s shuffle partitions: the subtasks' grouping keys follow them."""
+    checkpoint runs this way in the test's own session (no second JVM to start)."""
     from sparkcast.spark import Stream
 
-    with shuffle_partitions(spark, "2"):
-        reader = spark.readStream.option("maxFilesPerTrigger", 1)
-        main = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
-        bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
-        stream = Stream(main) if path == "streamed" else Stream(main).key_by("k")
-        function = Check() if path == "streamed" else Ledger()
-        # "operator": the engine every keyed function took before the partitioned path
-        result = stream.connect(Stream(bcast).broadcast(RULES)).process(
-            function, OUTPUT, parallelism=3, event_time="ts",
-            engine="operator" if path == "operator" else "auto")
-        assert kind_of(result) == path, kind_of(result)
-        query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
-                                    trigger={"availableNow": True})
-        query.awaitTermination()
-
-
-@contextmanager
-def shuffle_partitions(spark: Any, partitions: str) -> Iterator[None]:
-    """``spark.sql.shuffle.partitions`` set to ``partitions`` while the block runs (a test's
-    session may have been left with another value by an earlier test)."""
-    previous = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", partitions)
-    try:
-        yield
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    reader = spark.readStream.option("maxFilesPerTrigger", 1)
+    main = reader.schema(EVENTS_SCHEMA).json(str(base / "events"))
+    bcast = reader.schema(RULES_SCHEMA).json(str(base / "rules"))
+    stream = Stream(main) if path == "streamed" else Stream(main).key_by("k")
+    function = Check() if path == "streamed" else Ledger()
+    # "operator": the engine every keyed function took before the partitioned path
+    result = stream.connect(Stream(bcast).broadcast(RULES)).process(
+        function, OUTPUT, parallelism=3, event_time="ts",
+        engine="operator" if path == "operator" else "auto")
+    assert kind_of(result) == path, kind_of(result)
+    query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
 
 
 if __name__ == "__main__":

@@ -160,15 +160,11 @@ def run(base: Path, kind: str, url: str, user: str) -> None:
 
 
 def write_jdbc(spark: Any, base: Path, kind: str, url: str, user: str) -> None:
-    """The pipeline to the end of its input with ``jdbc`` sinks, in ``spark``, with ``run()``'s
-    shuffle partitions (the subtasks' grouping keys follow them)."""
-    from tests.spark.fault_pipeline import shuffle_partitions
-
-    with shuffle_partitions(spark, "2"):
-        query = build(spark, base, kind).write_stream(
-            checkpoint_location=str(base / "checkpoint"), sinks=jdbc_sinks(url, {"user": user}),
-            trigger={"availableNow": True})
-        query.awaitTermination()
+    """The pipeline to the end of its input with ``jdbc`` sinks, in ``spark``."""
+    query = build(spark, base, kind).write_stream(
+        checkpoint_location=str(base / "checkpoint"), sinks=jdbc_sinks(url, {"user": user}),
+        trigger={"availableNow": True})
+    query.awaitTermination()
 
 
 if __name__ == "__main__":

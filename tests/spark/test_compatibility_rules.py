@@ -39,6 +39,16 @@ def test_an_identical_layout_and_a_new_side_output_are_compatible():
     assert layout_to_keep(OLD, fewer)["side_outputs"] == OLD["side_outputs"]  # remembered
 
 
+def test_other_grouping_keys_are_refused_only_where_state_is_keyed_by_them():
+    """The operator's state is keyed by the grouping keys; the micro-batch engine's by subtask
+    index (its groups only place rows in shuffle partitions)."""
+    moved = {**OLD, "subtask_groups": [0, 1, 2, 14]}
+    assert [line.split(":")[0] for line in differences(OLD, moved)] == ["subtask_groups"]
+    batch = {**OLD, "path": "micro_batch"}
+    assert differences(batch, {**moved, "path": "micro_batch"}) == []
+    assert differences({**batch, "path": "partitioned"}, {**moved, "path": "micro_batch"}) == []
+
+
 def test_each_incompatible_change_is_named_with_both_values_and_the_fix():
     new = {**OLD, "parallelism": 8, "state_buckets": 8,
            "keyed_state": {"seen": {**SEEN, "ttl": True}},

@@ -1,4 +1,5 @@
 """Running the engine core in Spark: the operator engine's processor, the micro-batch engine's
 work per micro-batch and its runners (in place and bound to a snapshot, by subtask over the keyed
-store), and what they share (one engine factory, input values, output encoding, metrics rows,
-dead letters). A Python worker imports only the modules of what it runs."""
+store), the processing-time clock's no-op operator, and what they share (one engine factory,
+input values, output encoding, metrics rows, dead letters). A Python worker imports only the
+modules of what it runs."""

@@ -42,7 +42,7 @@ from typing import Any
 from sparkcast.api.declared_types import compatible_change, describe_type, record_label
 from sparkcast.core.backend import StateBackend
 from sparkcast.errors import IncompatibleCheckpointError
-from sparkcast.spark.plan import RuntimePlan, recorded_engine
+from sparkcast.spark.plan import Engine, RuntimePlan, recorded_engine
 from sparkcast.spark.state import checkpoint_files
 from sparkcast.spark.state.backend import LAYOUT_VERSION
 from sparkcast.version import __version__
@@ -115,8 +115,10 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     A side output that is new (or was dropped) is safe; one whose schema changed is not."""
     lines = []
     for item, advice in _ADVICE.items():
-        if item == "subtask_groups" and old.get("parallelism") != new.get("parallelism"):
-            continue  # follows from the parallelism, already named
+        if item == "subtask_groups" and (
+                old.get("parallelism") != new.get("parallelism")  # already named
+                or recorded_engine(new.get("path")) is Engine.MICRO_BATCH):
+            continue  # the micro-batch engine keys state by subtask; groups only place rows
         before, after = old.get(item), new.get(item)
         if item == "path":  # 0.3 recorded the micro-batch engine's shapes by name
             before, after = recorded_engine(before), recorded_engine(after)
