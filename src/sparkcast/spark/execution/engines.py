@@ -15,7 +15,7 @@ cache keyed by pipeline, engine and subtask: a plan's operator (``result.main``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cachetools import LRUCache
 
@@ -25,7 +25,9 @@ from sparkcast.api.options import ProcessOptions
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
 from sparkcast.spark.plan import Engine, RuntimePlan
-from sparkcast.spark.state.snapshots import Snapshot
+
+if TYPE_CHECKING:  # workers of the stateless engine never load the state room
+    from sparkcast.spark.state.snapshots import Snapshot
 
 Backend = TypeVar("Backend", bound=StateBackend)
 
