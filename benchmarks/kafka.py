@@ -302,7 +302,12 @@ def _percentile(values: list[float], q: float) -> float | None:
 def table(mode_name: str, rates: dict, lat: dict) -> str:
     names = list(rates)
     hand, spark_sink, exactly = (rates[n] for n in names)
-    lines = [f"One run of `python benchmarks/kafka.py --mode {mode_name}` on {machine()}:", "",
+    sizes = MODES[mode_name]
+    lines = [f"One run of `python benchmarks/kafka.py --mode {mode_name}` on {machine()}. "
+             f"Throughput: {sizes['events']:,} events on a 4-partition topic, "
+             f"{sizes['per_batch']:,} per micro-batch (`availableNow`), {sizes['keys']:,} "
+             f"dimension rows on a topic of their own, the best of {sizes['repeats']} "
+             "alternating runs per system:", "",
              "| system | events/s | ratio |", "|---|---:|---|"]
     lines.append(f"| {names[0]} | {hand:,.0f} | 1.00x |")
     lines.append(f"| {names[1]} | {spark_sink:,.0f} | {spark_sink / hand:.2f}x the "
@@ -326,7 +331,7 @@ def _ms(value: float | None) -> str:
 
 def machine() -> str:
     return (f"{os.cpu_count()} cores, Python {platform.python_version()}, local[2], "
-            f"{time.strftime('%Y-%m-%d')}")
+            f"{time.strftime('%Y-%m-%d')}, load average {os.getloadavg()[0]:.1f} at the end")
 
 
 def write_doc(text: str) -> None:
