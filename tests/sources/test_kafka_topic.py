@@ -263,6 +263,23 @@ def test_options_pass_through_and_secrets_stay_out_of_sight(spark, kafka_broker,
     assert secret not in str(refused.value)
 
 
+def _reader_options(frame) -> str:
+    """The options Spark's Kafka source was given, as the plan prints them."""
+    plan = frame._jdf.queryExecution().logical().toString()
+    return next(line for line in plan.splitlines() if "StreamingRelationV2" in line)
+
+
+def test_the_defaults_read_from_the_start_committed_and_without_a_long_fetch_wait(spark):
+    defaults = _reader_options(kafka_topic(spark, "127.0.0.1:1", "t", "a int"))
+    for option in ("startingOffsets=earliest", "kafka.isolation.level=read_committed",
+                   "kafka.fetch.max.wait.ms=50"):
+        assert option in defaults
+    chosen = _reader_options(kafka_topic(spark, "127.0.0.1:1", "t", "a int", options={
+        "kafka.fetch.max.wait.ms": "500", "startingOffsets": "latest"}))
+    assert "kafka.fetch.max.wait.ms=500" in chosen and "startingOffsets=latest" in chosen
+    assert "kafka.fetch.max.wait.ms=50," not in chosen
+
+
 def test_checks_name_the_fix(spark):
     for kwargs, message in [
         ({"tombstone": "deleted"}, "pass key="),
