@@ -16,7 +16,7 @@ on a throwaway PostgreSQL and a throwaway Kafka broker (``sparkcast demo fraud -
 
 >>> from sparkcast.apps import get_app
 >>> app = get_app("fraud")
->>> app.make_function(), app.output_schema, app.generate(7, 1, app.files)
+>>> app.make_function(), app.output_schema, app.drops(7, 1)
 """
 
 from __future__ import annotations

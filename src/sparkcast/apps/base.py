@@ -50,8 +50,9 @@ class App:
     each output (the demo shows when every subtask switches); ``per_event_outputs`` are the
     outputs that together hold exactly one row per input event (how the demo proves nothing was
     lost; empty when outputs are not one per event, as for pattern matches).
-    ``generate(seed, scale, files)`` gives ``files`` event files (the demo's steps: ``files``
-    unless ``--files`` says otherwise), ``scale`` sizing each, the broadcast update midway."""
+    ``generate(seed, scale, files)`` gives ``files`` event files (the demo's steps),
+    ``scale`` sizing each, the broadcast update midway; ``drops`` asks for the app's own
+    number of files unless ``--files`` says otherwise."""
 
     name: str
     title: str
@@ -71,6 +72,10 @@ class App:
     update_note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     files: int = 6
+
+    def drops(self, seed: int, scale: int, files: int | None = None) -> list[Drop]:
+        """The generated inputs, in ``files`` event files (None: the app's ``files``)."""
+        return self.generate(seed, scale, files or self.files)
 
     def output_names(self) -> list[str]:
         return ["main", *[t.tag_id for t in self.side_outputs], "dead_letters"]

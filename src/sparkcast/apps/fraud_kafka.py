@@ -122,7 +122,7 @@ def run_kafka_demo(*, seed: int = 7, scale: int = 2, files: int | None = None,
     transaction is decided (or after ``timeout``), report, stop the broker."""
     out = out or sys.stdout
     began = time.monotonic()
-    drops = [d for d in APP.generate(seed, scale, files or APP.files) if d.folder == EVENTS]
+    drops = [d for d in APP.drops(seed, scale, files) if d.folder == EVENTS]
     expected = sum(len(d.rows) for d in drops)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="sparkcast-fraud-kafka-"))
     root.mkdir(parents=True, exist_ok=True)

@@ -117,7 +117,7 @@ def run_demo(app: App, *, seed: int = 7, scale: int = 2, files: int | None = Non
     """Files appear every ``step_seconds`` (the broadcast update in the middle) while the query
     runs; it stops once every generated event is accounted for, or after ``timeout``."""
     out = out or sys.stdout
-    drops = app.generate(seed, scale, files or app.files)
+    drops = app.drops(seed, scale, files)
     expected = event_count(drops)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"sparkcast-{app.name}-"))
     for folder in (EVENTS, BROADCAST, ARTIFACTS):

@@ -164,7 +164,7 @@ def _generate(args: argparse.Namespace) -> int:
     from sparkcast.apps.base import write_drops
 
     app = get_app(args.app)
-    counts = write_drops(args.out, app.generate(args.seed, args.scale, args.files or app.files))
+    counts = write_drops(args.out, app.drops(args.seed, args.scale, args.files))
     print(f"{app.name}: wrote " + ", ".join(f"{n} rows to {args.out / folder}"
                                             for folder, n in sorted(counts.items()) if n))
     print(f"run it: sparkcast run {app.name} --events {args.out / 'events'} "

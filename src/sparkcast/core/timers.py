@@ -17,7 +17,8 @@ from sparkcast.errors import TimerError
 
 _Entry = tuple[int, bytes]  # (timestamp, canonical key)
 #: keys of these exact types are encoded once per queue (``bool`` is not ``int`` here, and a
-#: tuple may hold equal values of different types, so it is encoded each time)
+#: tuple may hold equal values of different types, so it is encoded each time); a plain dict
+#: cleared when full, not an LRU: the lookup runs for every timer registered, once per event
 _CACHED_TYPES = (str, int)
 _CACHE_SIZE = 65_536
 

@@ -57,7 +57,7 @@ def streamed_input(main: DataFrame, broadcast: Any | None, corrupt: DataFrame | 
     """The micro-batch engine's input: every input (and the malformed rows) in one streaming
     frame, told apart by ``_side``: the main rows, the broadcast rows of a streamed broadcast
     side (None: a static side or none), a co-function's ``second`` keyed input; ``clocked``:
-    with the ``clock`` of event-time timers."""
+    with the ``clock`` of timers (event-time ones with ``event_time``, else processing-time)."""
     frames = [_side_frame(main, MAIN_SIDE, main_column, event_time)]
     if broadcast is not None:
         df: DataFrame = broadcast.df
