@@ -177,6 +177,39 @@ def test_table_and_own_sinks_beside_a_jdbc_sink(spark, tmp_path, postgres):
     assert letters == want["dead_letters"]
 
 
+@pytest.mark.parametrize("kind", ["streamed", "partitioned"])
+def test_an_output_without_rows_in_a_batch_is_committed_without_a_write(
+        spark, tmp_path, postgres, monkeypatch, kind):
+    """The batch's counts say which outputs are empty: their sinks commit the batch (the ledger,
+    the files' log) without a Spark job to write nothing; the outputs are still exact."""
+    from sparkcast.spark.outputs.targets import JdbcSink
+    from sparkcast.spark.state.commit_log import CommitLog
+
+    staged = []  # (output or folder, batch): the writes that ran (the driver calls them)
+    jdbc_stage, files_stage = JdbcSink.stage, CommitLog.stage
+    monkeypatch.setattr(JdbcSink, "stage", lambda sink, frame, batch, query: (
+        staged.append((sink.table, batch)), jdbc_stage(sink, frame, batch, query))[1])
+    monkeypatch.setattr(CommitLog, "stage", lambda log, batch, frame, format: (
+        staged.append(("letters", batch)), files_stage(log, batch, frame, format))[1])
+    _create_tables(postgres)
+    chosen = {"main": sinks.jdbc(postgres.jdbc_url, "scaled", postgres.jdbc_properties),
+              "big": sinks.jdbc(postgres.jdbc_url, "big", postgres.jdbc_properties),
+              "dead_letters": sinks.files(str(tmp_path / "letters"))}
+    pipeline.write_inputs(tmp_path)
+    assert pipeline.run_to_end(pipeline.build(spark, tmp_path, kind), tmp_path, chosen
+                               ).exception() is None
+    # batch 1 alone has dead letters, and no row over 100 for "big"
+    assert sorted(staged) == sorted([("scaled", b) for b in range(4)]
+                                    + [("big", 0), ("big", 2), ("big", 3), ("letters", 1)])
+    want = pipeline.expected(kind)
+    assert _table_rows(postgres, "main") == want["main"]
+    assert Counter(tuple(r) for r in postgres.query("SELECT id, scaled FROM big")) == want["big"]
+    letters = read_output(spark, str(tmp_path / "letters"), "dead_letters").collect()
+    assert Counter(pipeline.letter_key(r.asDict()) for r in letters) == want["dead_letters"]
+    ledger = postgres.query("SELECT batch_id FROM sparkcast_ledger ORDER BY batch_id")
+    assert [b for (b,) in ledger] == [0, 1, 2, 3]
+
+
 # --------------------------------------------------------------------------- SIGKILL
 
 

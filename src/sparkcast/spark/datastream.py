@@ -347,7 +347,7 @@ class ProcessResult:
         it: persist them if ``fn`` acts on them more than once (docs/sinks.md)."""
         self._streaming("foreach_batch")
         return start_batches(self._for_query(checkpoint_location),
-                             lambda _tagged, frames, batch_id: fn(frames, batch_id),
+                             lambda _tagged, frames, batch_id, _empty: fn(frames, batch_id),
                              checkpoint_location, trigger, query_name, count=False,
                              persist=False)
 

@@ -9,7 +9,10 @@ sinks' writer, which writes every output) it is persisted for the batch, as Spar
 unpersisted ``foreachBatch`` frame from the sources at each action; ``foreach_batch`` leaves
 that to the user's function (one action, one computation), except on the operator engine,
 where the frame is always persisted and materialised, even if the consumer reads nothing: the
-stateful operator must run each batch exactly once to commit its state.
+stateful operator must run each batch exactly once to commit its state. Where the batch's
+counts are taken before the consumer runs (the sinks' writer on the micro-batch engine), the
+consumer is also told which outputs hold no rows (``typed.empty_outputs``), so it need not
+start a Spark job to write nothing.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from sparkcast.spark.outputs import batch_driver
 from sparkcast.spark.outputs.batch_driver import Batch
 from sparkcast.spark.outputs.file_writer import report
 from sparkcast.spark.outputs.sinks import TaggedOutputs, prepare_checkpoint
-from sparkcast.spark.outputs.typed import split
+from sparkcast.spark.outputs.typed import empty_outputs, split
 from sparkcast.spark.plan import Engine
 
-#: ``(tagged, {output: typed frame}, batch_id)``: what a consumer of the query gets per batch
-Consumer = Callable[[DataFrame, dict[str, DataFrame], int], None]
+#: ``(tagged, {output: typed frame}, batch_id, outputs known to hold no rows)``: what a
+#: consumer of the query gets per batch
+Consumer = Callable[[DataFrame, dict[str, DataFrame], int, frozenset[str]], None]
 
 
 class TypedFrames:
@@ -54,37 +58,41 @@ class TypedFrames:
         return False  # the consumer's sinks tell a replay themselves
 
     def consume(self, batch: Batch) -> None:
-        with self._tagged(batch) as tagged:
-            if self.count and batch.outputs is not None:
+        with self._tagged(batch) as (tagged, counts):
+            empty: frozenset[str] = frozenset()
+            if counts is not None:
                 tagged.count()  # the observation's counts, reported after the consumer
-            self.consumer(tagged, split(tagged, self.plan), batch.batch_id)
+                empty = empty_outputs(counts.get, self.plan)
+            self.consumer(tagged, split(tagged, self.plan), batch.batch_id, empty)
 
     @contextmanager
-    def _tagged(self, batch: Batch) -> Iterator[DataFrame]:
-        """The batch's tagged frame, persisted while the consumer runs."""
-        with self._computed(batch) as tagged:
+    def _tagged(self, batch: Batch) -> Iterator[tuple[DataFrame, Observation | None]]:
+        """The batch's tagged frame, persisted while the consumer runs, and its counts."""
+        with self._computed(batch) as (tagged, counts):
             if not self.persist:
-                yield tagged
+                yield tagged, counts
                 return
             tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 if self.plan.engine is Engine.OPERATOR:
                     tagged.count()  # the state of this batch is committed only if it runs
-                yield tagged
+                yield tagged, counts
             finally:
                 tagged.unpersist()
 
     @contextmanager
-    def _computed(self, batch: Batch) -> Iterator[DataFrame]:
+    def _computed(self, batch: Batch) -> Iterator[tuple[DataFrame, Observation | None]]:
+        """The batch's tagged frame and, where this writer counts it, the observation of its
+        counts (filled by the first action on the frame)."""
         if batch.outputs is None:
-            yield batch.frame
+            yield batch.frame, None
             return
         tagged, applied = batch.outputs.tagged(batch.frame, batch.batch_id, batch.partitions)
         if not self.count:
-            yield tagged
+            yield tagged, None
             return
         counts = Observation(f"sparkcast-{self.plan.pipeline_id}-{batch.batch_id}")
-        yield observed(tagged, counts, self.plan.spark)
+        yield observed(tagged, counts, self.plan.spark), counts
         report(batch.query, batch.batch_id, counts.get, applied, self.observation,
                "write_stream")
 

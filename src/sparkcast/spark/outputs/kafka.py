@@ -110,9 +110,15 @@ class KafkaWriter:
         self.query_id = query_id
         self._markers: dict[tuple[str, str], dict[str, int]] = {}  # marker key → batch
 
-    def write(self, sink: KafkaSink, output: str, frame: DataFrame, batch_id: int) -> None:
+    def write(self, sink: KafkaSink, output: str, frame: DataFrame, batch_id: int,
+              empty: bool = False) -> None:
+        """Write the parts of the batch that Kafka does not have; ``empty``: the batch has no
+        rows for ``output`` (its parts' transactions are left out, a replay writes none
+        either; the first batch of a run still fences and reads the markers)."""
         prefix = sink.transactional_id_prefix or f"sparkcast-{self.query_id}"
         markers = self._run_markers(sink, output, prefix)
+        if empty:
+            return
         committed = frozenset(p for p in range(sink.parallelism)
                               if markers.get(marker_key(prefix, output, p), -1) >= batch_id)
         if len(committed) == sink.parallelism:

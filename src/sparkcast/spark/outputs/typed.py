@@ -5,6 +5,9 @@ frames of ``foreach_batch`` and ``write_stream(sinks=...)`` are built here, one 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructType
@@ -51,6 +54,20 @@ def split(tagged: DataFrame, plan: RuntimePlan) -> dict[str, DataFrame]:
         frames[name] = side_rows(tagged, name, plan.side_schemas.get(name))
     frames[DEAD_LETTERS.tag_id] = dead_letter_rows(tagged)
     return frames
+
+
+def empty_outputs(counts: Mapping[str, Any], plan: RuntimePlan) -> frozenset[str]:
+    """The outputs that a micro-batch's observed counts (``observe/observation.py``) show to
+    hold no rows, so a sink need not run a Spark job to write them: the main output, the dead
+    letters, and every side output when the side outputs together have none."""
+    empty = set()
+    if counts.get("main_rows") == 0:
+        empty.add(MAIN)
+    if counts.get("dead_letters") == 0:
+        empty.add(DEAD_LETTERS.tag_id)
+    if counts.get("side_output_rows") == 0:
+        empty.update(output_names(plan)[1:-1])
+    return frozenset(empty)
 
 
 def schemas(plan: RuntimePlan) -> dict[str, StructType]:

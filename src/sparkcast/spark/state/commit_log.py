@@ -109,7 +109,7 @@ class CommitLog:
             return []
         filled = [b for b in sorted(batches) if b > max(logged) and not self.committed(b)]
         for batch in filled:
-            self._log_empty(batch)
+            self.log_empty(batch)
         return filled
 
     def start(self, batches: list[int]) -> list[int]:
@@ -120,10 +120,11 @@ class CommitLog:
         if self.batches():
             return []
         for batch in sorted(batches):
-            self._log_empty(batch)
+            self.log_empty(batch)
         return sorted(batches)
 
-    def _log_empty(self, batch: int) -> None:
+    def log_empty(self, batch: int) -> None:
+        """Log ``batch`` as a micro-batch that wrote no file here."""
         compact = self._compacts(batch)
         entries = self._entries_since_compact(batch) if compact else []
         storage.write_bytes(self._file(batch, compact),
