@@ -3,7 +3,7 @@ hand-written Spark job, and the update latency a ``read_committed`` consumer see
 
 ``python benchmarks/kafka.py --mode quick|full [--write]`` starts a throwaway broker
 (``sparkcast.testing.kafka``) and one local Spark session (``local[2]``) and runs, side by side
-in one run, alternating:
+in one run, the systems taking turns (forward, then backward; the best run of each counts):
 
 Throughput (W1 enrichment, ``logic.enrich_frame``; events on a 4-partition topic, the dimension
 rows on a topic of their own, both read by Spark's Kafka source, ``availableNow`` in batches of
@@ -52,7 +52,7 @@ from sparkcast.testing.kafka import KafkaBroker  # noqa: E402
 MODES = {
     "quick": {"events": 400_000, "per_batch": 100_000, "keys": 10_000, "repeats": 1,
               "latency": {"updates": 8, "interval": 2.0, "warmup": 15.0, "rate": 20_000}},
-    "full": {"events": 2_000_000, "per_batch": 250_000, "keys": 10_000, "repeats": 2,
+    "full": {"events": 2_000_000, "per_batch": 250_000, "keys": 10_000, "repeats": 3,
              "latency": {"updates": 30, "interval": 2.0, "warmup": 20.0, "rate": 20_000}},
 }
 EVENTS_SCHEMA = "key int, amount double"
@@ -168,8 +168,9 @@ def throughput(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
                                             True),
     }
     rates: dict[str, list[float]] = {name: [] for name in systems}
-    for repeat in range(mode["repeats"]):
-        for index, (name, start) in enumerate(systems.items()):
+    order = list(systems.items())
+    for repeat in range(mode["repeats"]):  # forward, backward, ...: warm-up and drift spread
+        for index, (name, start) in enumerate(order if repeat % 2 == 0 else order[::-1]):
             out = f"out-{repeat}-{index}"
             broker.create_topic(out, partitions=4)
             began = time.monotonic()

@@ -8,6 +8,7 @@ killed writer left open, and mixed with the other sinks in one query. The SIGKIL
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -128,7 +129,8 @@ def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, 
     assert sorted(i for i in everything if i <= 0 and i != 0) == [-4, -3, -2, -1]
 
 
-def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafka_broker):
+def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafka_broker,
+                                                                           caplog):
     """Part 0 of batch 1 runs on one Python worker, of batch 2 on another (which initialises
     the id and fences the first worker's cached producer), of batch 3 on the first again: its
     producer is fatal, so the part is written by a fresh one; every record once."""
@@ -156,6 +158,22 @@ def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafk
     later = [str(i) for i in range(50_000)]  # long enough for the fencing to reach produce()
     list(part(3, later))
     assert [r.value for r in kafka_broker.read(topic)] == ["a", "b", "c", *later]
+    # the fencing is handled: librdkafka's fatal lines about it are not warnings here
+    assert not [r for r in caplog.records if r.name == tx.LOG.name
+                and r.levelno >= logging.WARNING and "fenced" in r.getMessage()]
+
+
+def test_librdkafkas_lines_about_a_handled_fencing_go_to_debug(caplog):
+    from sparkcast.spark.outputs import kafka_transactions as tx
+
+    fenced = ("FATAL [rdkafka#producer-4] [thrd:main]: Fatal error: Local: This instance has "
+              "been fenced by a newer instance: Failed to add partitions to transaction")
+    tx.LOG.critical(fenced)
+    tx.LOG.error("TXNERR [rdkafka#producer-1] [thrd:main]: broker down")
+    assert [(r.levelname, r.getMessage()[:6]) for r in caplog.records] == [("ERROR", "TXNERR")]
+    with caplog.at_level(logging.DEBUG, logger=tx.LOG.name):
+        tx.LOG.critical(fenced)
+    assert caplog.records[-1].levelname == "DEBUG"
 
 
 def test_kafka_delta_files_and_a_users_sink_in_one_query(spark, tmp_path, kafka_broker):

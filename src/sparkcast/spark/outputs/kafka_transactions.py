@@ -37,6 +37,24 @@ LOG = logging.getLogger("sparkcast.kafka")
 _PRODUCERS: dict[str, Any] = {}
 
 
+class HandledFencing(logging.Filter):
+    """librdkafka logs a producer that a newer one of its ``transactional.id`` fenced as a fatal
+    error. The part writer handles exactly that (a fresh producer writes the part, or a
+    ``SinkError`` names it), and it happens whenever another Python worker took a part in a
+    later batch, so these lines go to DEBUG instead of alarming a reader of the logs."""
+
+    SIGNS = ("fenced by a newer instance", "with an old epoch")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG and any(s in record.getMessage() for s in self.SIGNS):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return LOG.isEnabledFor(logging.DEBUG)
+        return True
+
+
+LOG.addFilter(HandledFencing())
+
+
 def client() -> Any:
     """confluent-kafka (its ``admin`` module loaded too), or the error naming the extra."""
     try:

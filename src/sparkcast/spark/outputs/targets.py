@@ -13,7 +13,9 @@ the sinks that can hold it back:
 4. commit: one transaction per database moves every JDBC output's rows and records the batch
    in its ledger; then each files sink publishes and logs its files.
 
-A kill anywhere replays the batch: what a sink committed, it recognises and skips.
+A kill anywhere replays the batch: what a sink committed, it recognises and skips. An output
+that the batch's counts show to be empty (``typed.empty_outputs``) is staged, moved or sent by
+no Spark job: its files sink logs the batch with no file, its JDBC ledger still records it.
 """
 
 from __future__ import annotations
