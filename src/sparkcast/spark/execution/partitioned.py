@@ -54,7 +54,7 @@ from sparkcast.spark.execution.encoding import OutputEncoder
 from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.packing import in_order
-from sparkcast.spark.execution.routing import group_column, hash_columns
+from sparkcast.spark.execution.routing import group_column, hash_columns, subtask_rows
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.values import co_elements, converters, key_values, main_values
 from sparkcast.spark.layout import (
@@ -100,8 +100,8 @@ class PartitionedOutputs(MicroBatchOutputs):
         assert spark is not None
         self.partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "4")
         groups = sorted(plan.subtask_of_group, key=plan.subtask_of_group.__getitem__)
-        self.ticks = spark.createDataFrame([(g, TICK_SIDE) for g in groups],
-                                           f"{SUBTASK} long, {SIDE} byte")
+        self.ticks = subtask_rows(spark, groups).select(
+            SUBTASK, F.lit(TICK_SIDE).cast("byte").alias(SIDE))
         self.groups = groups
         fresh = not checkpoint_files.committed_batches(checkpoint_location)
         if plan.initial_seeds and fresh:

@@ -1,22 +1,33 @@
 """Where a row goes: the column expressions that give main rows their subtask, the same on the
 operator engine (``planning/tagging.py``), the micro-batch engine by subtask
 (``partitioned.py``) and in ``initial_state`` (``planning/bootstrap.py``), so a key lands in one
-subtask on either engine."""
+subtask on either engine; and the one row per subtask that both engines join their inputs
+with (the micro-batch engine's ticks, the operator's copy of each broadcast row)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+
+from sparkcast.spark.layout import SUBTASK
 
 
 def group_column(groups: list[int], index: Any) -> Any:
     """The grouping value of subtask ``index`` (a column): the balanced keys that spread the
     subtasks over shuffle partitions (``tagging.balanced_group_keys``)."""
     return F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), index + 1)
+
+
+def subtask_rows(spark: SparkSession, groups: list[int]) -> DataFrame:
+    """One row per subtask, its grouping value as ``_subtask``, made in the JVM in ONE partition
+    (a frame from a Python list is ``spark.default.parallelism`` partitions that the JVM
+    unpickles: four tasks of ~60 ms in every micro-batch that reads it)."""
+    return spark.range(0, len(groups), numPartitions=1).select(
+        group_column(groups, F.col("id").cast("int")).alias(SUBTASK))
 
 
 def hash_columns(df: DataFrame, names: Iterable[str]) -> list[Any]:

@@ -24,7 +24,7 @@ from pyspark.sql.types import DataType, LongType
 
 from sparkcast.spark.execution.clock import CLOCK_SCHEMA, ClockProcessor
 from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
-from sparkcast.spark.execution.routing import group_column, hash_columns
+from sparkcast.spark.execution.routing import group_column, hash_columns, subtask_rows
 from sparkcast.spark.layout import (
     BLOB,
     BROADCAST_SIDE,
@@ -180,7 +180,7 @@ def tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     df: DataFrame = broadcast.df
     columns = [F.col(f"`{c}`") for c in df.columns]
     order = F.col(f"`{broadcast.order_by}`") if broadcast.order_by else F.lit(None).cast("long")
-    subtasks = spark.createDataFrame([(g,) for g in groups], f"{SUBTASK} long")
+    subtasks = subtask_rows(spark, groups)
     return df.select(
         F.lit(BROADCAST_SIDE).cast("byte").alias(SIDE),
         millis(df, event_time).alias(TS),
