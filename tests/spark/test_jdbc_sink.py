@@ -187,10 +187,17 @@ def test_an_output_without_rows_in_a_batch_is_committed_without_a_write(
 
     staged = []  # (output or folder, batch): the writes that ran (the driver calls them)
     jdbc_stage, files_stage = JdbcSink.stage, CommitLog.stage
-    monkeypatch.setattr(JdbcSink, "stage", lambda sink, frame, batch, query: (
-        staged.append((sink.table, batch)), jdbc_stage(sink, frame, batch, query))[1])
-    monkeypatch.setattr(CommitLog, "stage", lambda log, batch, frame, format: (
-        staged.append(("letters", batch)), files_stage(log, batch, frame, format))[1])
+
+    def stage_table(sink, frame, batch, query):
+        staged.append((sink.table, batch))
+        return jdbc_stage(sink, frame, batch, query)
+
+    def stage_files(log, batch, frame, format):
+        staged.append(("letters", batch))
+        return files_stage(log, batch, frame, format)
+
+    monkeypatch.setattr(JdbcSink, "stage", stage_table)
+    monkeypatch.setattr(CommitLog, "stage", stage_files)
     _create_tables(postgres)
     chosen = {"main": sinks.jdbc(postgres.jdbc_url, "scaled", postgres.jdbc_properties),
               "big": sinks.jdbc(postgres.jdbc_url, "big", postgres.jdbc_properties),

@@ -341,7 +341,7 @@ class SinkWriter:
         return self._query_id
 
     def __call__(self, tagged: DataFrame, frames: dict[str, DataFrame], batch_id: int,
-                 empty: frozenset[str] = frozenset()) -> None:
+                 empty: frozenset[str]) -> None:
         """Write the batch; ``empty``: outputs known to hold no rows, which the files, JDBC and
         Kafka sinks commit without a Spark job (the user's sinks and Delta are still called)."""
         files = self._stage_files(tagged, batch_id, empty)

@@ -1,6 +1,7 @@
 """The tagged frame (``layout.py``) as the user's typed outputs: the main rows, each side output
 parsed with its schema, the dead letters. ``ProcessResult``'s accessors and the per-batch
-frames of ``foreach_batch`` and ``write_stream(sinks=...)`` are built here, one way.
+frames of ``foreach_batch`` and ``write_stream(sinks=...)`` are built here, one way, and which
+of a batch's outputs its observed counts show to be empty.
 """
 
 from __future__ import annotations
