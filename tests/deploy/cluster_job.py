@@ -131,7 +131,9 @@ def main(argv: list[str]) -> int:
                                               "sparkcast": [sparkcast.__file__]})
 
     for row in spark.range(1).mapInArrow(where, "python string, sparkcast string").collect():
-        print(f"EXECUTOR-PYTHON {row.python} {row.sparkcast}", flush=True)
+        # one write: the JVM's threads share this log, and print() writes the newline apart
+        sys.stdout.write(f"EXECUTOR-PYTHON {row.python} {row.sparkcast}\n")
+        sys.stdout.flush()
     spark.stop()
     return 0
 

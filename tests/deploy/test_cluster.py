@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import tarfile
@@ -140,8 +141,7 @@ def test_a_shipped_job_on_a_standalone_cluster_survives_an_executor_kill(
     assert all(f["lost"] == 0 and f["extra"] == 0 for f in figures.values()), figures
     assert figures["dead_letters"]["expected"] > 0 and figures["alerts"]["expected"] > 0
     # the executors ran the shipped environment's Python and sparkcast, not the driver's
-    (line,) = [x for x in log.splitlines() if x.startswith("EXECUTOR-PYTHON")]
-    _, python, package = line.split()
+    ((python, package),) = re.findall(r"^EXECUTOR-PYTHON (\S+) (\S+)", log, re.MULTILINE)
     assert "/environment/" in python and "/environment/" in package
     assert "worker-" in package  # unpacked in an executor's work folder
 
