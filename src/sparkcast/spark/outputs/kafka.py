@@ -111,7 +111,7 @@ class KafkaWriter:
         self._markers: dict[tuple[str, str], dict[str, int]] = {}  # marker key → batch
 
     def write(self, sink: KafkaSink, output: str, frame: DataFrame, batch_id: int,
-              empty: bool = False) -> None:
+              empty: bool) -> None:
         """Write the parts of the batch that Kafka does not have; ``empty``: the batch has no
         rows for ``output`` (its parts' transactions are left out, a replay writes none
         either; the first batch of a run still fences and reads the markers)."""
