@@ -2,7 +2,10 @@
 holds another job's committed micro-batches, before anything runs, through the API and the CLI;
 and files that no committed micro-batch lists (a kill between publishing a batch's files and
 logging them) are gone after the restart, so a plain reader (pyarrow over a ``_output=`` folder)
-reads what ``read_output`` reads.
+reads what ``read_output`` reads; a committed batch's files stay, whatever ``compactInterval``
+the log was written with, and a restart whose ``compactInterval`` contradicts the log is refused;
+a checkpoint that kept only its last commits (``minBatchesToRetain``) starts a new folder's log
+that Spark reads.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, ValueSt
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark import Stream, read_output
 from sparkcast.spark.layout import MANIFEST
+from sparkcast.spark.state import checkpoint_files
+from sparkcast.spark.state.commit_log import COMPACT_INTERVAL, CommitLog
 from tests.spark import fault_pipeline
 from tests.spark.differential import read_stream, write_batch_file
 
@@ -200,3 +205,122 @@ def test_the_cli_refuses_another_jobs_output_folder_before_running(tmp_path, spa
     assert "waiting for the first micro-batch" not in second.stdout
     assert not (tmp_path / "ck2" / "commits").exists()
     assert read_output(spark, str(tmp_path / "out")).count() == 6
+
+
+def _log(out: Path) -> list[str]:
+    return sorted((p.name for p in (out / "_spark_metadata").iterdir()
+                   if not p.name.startswith(".")), key=lambda n: int(n.split(".")[0]))
+
+
+def _with_interval(spark, interval, run):
+    spark.conf.set(COMPACT_INTERVAL, str(interval))
+    try:
+        run()
+    finally:
+        spark.conf.unset(COMPACT_INTERVAL)
+
+
+def test_a_restart_after_a_kill_keeps_the_batches_of_a_log_with_another_compact_interval(
+        spark, tmp_path, monkeypatch):
+    """Written with ``compactInterval`` 2 (batch 1 logged in ``1.compact``), killed between
+    publishing batch 2's files and logging them, restarted with the default (10): the cleanup
+    removes batch 2's orphans and keeps batch 1's files, and the log goes on with its own
+    interval (``3.compact``), which Spark's reader reads."""
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    for index in range(2):
+        write_batch_file(tmp_path / "events", index, _events(index))
+    out = tmp_path / "out"
+    _with_interval(spark, 2, lambda: _run(spark, tmp_path, "events", "out", "ck"))
+    assert _log(out) == ["0", "1.compact"]
+
+    publish = CommitLog._publish
+
+    def publish_then_die(self, batch, staging, only):
+        entries = publish(self, batch, staging, only)
+        if batch == 2:  # the files are in the output folder, the batch's log file is not
+            raise RuntimeError("killed after publishing batch 2")
+        return entries
+
+    monkeypatch.setattr(CommitLog, "_publish", publish_then_die)
+    write_batch_file(tmp_path / "events", 2, _events(2))
+    with pytest.raises(Exception, match="killed after publishing batch 2"):
+        _with_interval(spark, 2, lambda: _run(spark, tmp_path, "events", "out", "ck"))
+    monkeypatch.undo()
+    assert _log(out) == ["0", "1.compact"]
+    assert sum(_main_files(out).values()) > 12  # batch 2's orphans are visible
+
+    write_batch_file(tmp_path / "events", 3, _events(3))
+    _run(spark, tmp_path, "events", "out", "ck")  # the session's default interval, 10
+    assert _log(out) == ["0", "1.compact", "2", "3.compact"]
+    spark_rows = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
+    assert sum(spark_rows.values()) == 24
+    assert {id_ // 100 for _, id_, _ in spark_rows} == {0, 1, 2, 3}
+    assert _main_files(out) == spark_rows  # batch 1's files kept, batch 2's not twice
+
+
+def test_spark_file_sinks_log_with_another_compact_interval_keeps_its_files_on_restart(
+        spark, tmp_path):
+    """The operator path: Spark's file sink writes the log with ``compactInterval`` 2; the
+    restart (default 10) removes an orphan and keeps batch 1's files."""
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    for index in range(2):
+        write_batch_file(tmp_path / "events", index, _events(index))
+    out = tmp_path / "out"
+    _with_interval(spark, 2, lambda: _run(spark, tmp_path, "events", "out", "ck",
+                                          engine="operator"))
+    assert _log(out) == ["0", "1.compact"]
+    folder = out / "_output=main"
+    written = next(f for f in folder.iterdir() if f.suffix == ".parquet")
+    shutil.copy(written, folder / "part-99999-orphan.c000.snappy.parquet")
+    for index in (2, 3):
+        write_batch_file(tmp_path / "events", index, _events(index))
+    _run(spark, tmp_path, "events", "out", "ck", engine="operator")
+    assert not (folder / "part-99999-orphan.c000.snappy.parquet").exists()
+    assert _log(out) == ["0", "1.compact", "2", "3.compact"]
+    spark_rows = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
+    assert sum(spark_rows.values()) == 24
+    assert _main_files(out) == spark_rows
+
+
+def test_a_restart_whose_compact_interval_contradicts_the_log_is_refused(spark, tmp_path):
+    """Batches 0 and 1 logged with the default interval (no ``.compact`` file yet); with 2,
+    batch 1 would be a ``.compact`` file, which Spark's sink and reader would look for."""
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    for index in range(2):
+        write_batch_file(tmp_path / "events", index, _events(index))
+    out = tmp_path / "out"
+    _run(spark, tmp_path, "events", "out", "ck")
+    assert _log(out) == ["0", "1"]
+    write_batch_file(tmp_path / "events", 2, _events(2))
+    with pytest.raises(IncompatibleCheckpointError) as refused:
+        _with_interval(spark, 2, lambda: _run(spark, tmp_path, "events", "out", "ck"))
+    message = str(refused.value)
+    assert message.startswith(f"{COMPACT_INTERVAL} is 2 in this session, but the commit log "
+                              f"of the output folder {out} was written with another")
+    assert "batch 1's log file would be a .compact one" in message
+    assert "The log holds 0, 1" in message
+    assert _log(out) == ["0", "1"]
+    assert checkpoint_files.last_committed(str(tmp_path / "ck")) == 1  # nothing was run
+    _run(spark, tmp_path, "events", "out", "ck")  # with the setting it was written with
+    assert read_output(spark, str(out)).count() == 18
+
+
+def test_a_checkpoint_that_kept_only_its_last_commits_starts_a_log_spark_reads(
+        spark, tmp_path):
+    """``minBatchesToRetain`` 1: the checkpoint's commit log is purged; a new output folder's
+    log starts at the last compact batch (0 here), which Spark's reader needs."""
+    write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
+    for index in range(4):
+        write_batch_file(tmp_path / "events", index, _events(index))
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "1")
+    try:
+        _run(spark, tmp_path, "events", "out", "ck")
+    finally:
+        spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
+    committed = checkpoint_files.committed_batches(str(tmp_path / "ck"))
+    assert committed[-1] == 3 and committed[0] > 0  # purged
+    write_batch_file(tmp_path / "events", 4, _events(4))
+    _run(spark, tmp_path, "events", "new_out", "ck")
+    assert _log(tmp_path / "new_out") == ["0", "1", "2", "3", "4"]
+    rows = read_output(spark, str(tmp_path / "new_out")).collect()
+    assert sorted(r["id"] for r in rows) == [400 + i for i in range(6)]

@@ -26,7 +26,7 @@ from sparkcast.spark.outputs.files import partitioned
 from sparkcast.spark.outputs.task_files import file_layout, write_in_tasks
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import storage
-from sparkcast.spark.state.commit_log import CommitLog
+from sparkcast.spark.state.commit_log import CommitLog, session_interval
 
 
 class FilesWriter:
@@ -40,9 +40,7 @@ class FilesWriter:
         self.format = format
         self.observation = observation
         self.query_name = query_name
-        interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval")
-                       or "10")
-        self.log = CommitLog(path, interval)
+        self.log = CommitLog(path, session_interval(spark))
         #: how the tasks write the files (None: Spark writes them), known at the first batch
         self.layout: FileLayout | None = None
         self.layout_known = False

@@ -12,7 +12,13 @@ checkpoint that writes the folder (its id, ``checkpoint_files.identity``, and wh
 A micro-batch killed after its files reached the ``_output=`` folders and before its log file
 was written leaves files that Spark's reader (and ``read_output``) skip, but that pandas,
 pyarrow or DuckDB reading a folder count twice once the batch is replayed. The writer that is
-about to start is the only one, so :func:`remove_orphans` deletes them first.
+about to start is the only one, so :func:`remove_orphans` deletes them first; it reads the log's
+files by the names they have (a ``.compact`` file wherever the log's own interval put one), so a
+committed batch's files are never taken for orphans whatever the session's ``compactInterval``.
+
+A log keeps its own ``compactInterval`` (``state/commit_log.py``); a session whose setting
+contradicts a log that has no ``.compact`` file yet is refused before the query starts, as
+Spark's file sink would fail on that log later.
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ from sparkcast.spark.layout import OUTPUT
 from sparkcast.spark.outputs.files import read_manifest
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files, storage
-from sparkcast.spark.state.commit_log import CommitLog
+from sparkcast.spark.state.commit_log import CommitLog, session_interval
 
 
 def guard_output(plan: RuntimePlan, path: str, checkpoint_location: str) -> None:
     """Refuse to write ``path`` from ``checkpoint_location`` when the folder holds committed
-    micro-batches of another checkpoint (or of an unrecorded one, when this checkpoint is new)."""
-    batches = CommitLog(path).batches()
+    micro-batches of another checkpoint (or of an unrecorded one, when this checkpoint is new),
+    or a commit log that the session's ``compactInterval`` contradicts
+    (``CommitLog.check_interval``)."""
+    log = CommitLog(path, session_interval(plan.spark))
+    log.check_interval()
+    batches = log.batches()
     if not batches:
         return  # nothing committed: nothing that could hide this job's rows
     manifest = read_manifest(path) or {}

@@ -38,7 +38,7 @@ from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
 from sparkcast.spark.planning.tagging import adopt_groups
 from sparkcast.spark.state import checkpoint_files
-from sparkcast.spark.state.commit_log import CommitLog
+from sparkcast.spark.state.commit_log import CommitLog, session_interval
 from sparkcast.spark.state.compatibility import check_checkpoint, read_layout
 
 
@@ -96,7 +96,7 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     prepare_checkpoint(outputs, checkpoint_location)
     if not plan.per_batch_driver:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
-        CommitLog(path, _compact_interval(plan)).fill(
+        CommitLog(path, session_interval(plan.spark)).fill(
             checkpoint_files.committed_batches(checkpoint_location))
     write_files_manifest(plan, path, checkpoint_location)
     start = _files_writer if plan.per_batch_driver else _spark_file_sink
@@ -105,12 +105,6 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     if log is not None:
         PROGRESS_LOGS[str(query.id)] = log
     return query
-
-
-def _compact_interval(plan: RuntimePlan) -> int:
-    """Every how many batches the file sink's log compacts (Spark's setting, 10)."""
-    key = "spark.sql.streaming.fileSink.log.compactInterval"
-    return int((plan.spark.conf.get(key, "10") if plan.spark is not None else None) or 10)
 
 
 def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None:
@@ -129,7 +123,7 @@ def write_files_manifest(plan: RuntimePlan, path: str, checkpoint_location: str)
     first, and a new folder's log started at the checkpoint's next batch (call after
     ``guard_output``: the folder is this checkpoint's)."""
     remove_orphans(path)
-    CommitLog(path, _compact_interval(plan)).start(
+    CommitLog(path, session_interval(plan.spark)).start(
         checkpoint_files.committed_batches(checkpoint_location))
     earlier = (read_manifest(path) or {}).get("side_outputs", {})
     write_manifest(path, plan.output_schema.simpleString(), {

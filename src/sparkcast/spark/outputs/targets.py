@@ -49,7 +49,7 @@ from sparkcast.spark.outputs.sinks import TaggedOutputs, start_sink, write_files
 from sparkcast.spark.outputs.typed import output_names, schemas
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import checkpoint_files
-from sparkcast.spark.state.commit_log import CommitLog
+from sparkcast.spark.state.commit_log import CommitLog, session_interval
 
 #: the stable row id that ``table`` sinks add (at-least-once targets deduplicate on it)
 ROW_BATCH, ROW_ID = "_sparkcast_batch", "_sparkcast_row"
@@ -313,8 +313,7 @@ class SinkWriter:
         assert spark is not None
         self.spark = spark
         self.checkpoint = checkpoint_location
-        self.interval = int(spark.conf.get("spark.sql.streaming.fileSink.log.compactInterval")
-                            or "10")
+        self.interval = session_interval(spark)
         self.files: dict[FilesSink, list[str]] = {}
         self.jdbc: dict[tuple[str, str, str], list[tuple[str, JdbcSink]]] = {}
         self.kafka: list[tuple[str, KafkaSink]] = []

@@ -10,8 +10,14 @@ log file exists is skipped when replayed; files of an interrupted attempt are in
 
 Because the log is Spark's, ``spark.read.parquet(path)`` (and so ``read_output``) reads only
 committed files, whichever sink wrote them; like Spark's sink, every ``compactInterval``-th log
-file (``spark.sql.streaming.fileSink.log.compactInterval``, 10) is a ``.compact`` file holding
-every file so far, the form Spark's reader expects.
+file is a ``.compact`` file holding every file so far, the form Spark's reader expects. The
+interval is the log's own, found as Spark's ``CompactibleFileStreamLog`` finds it (the distance
+between its last two ``.compact`` files; with one, the session's setting
+``spark.sql.streaming.fileSink.log.compactInterval`` made a divisor of it; with none, the
+setting): a log keeps the interval it was started with whatever the session says later, and its
+files are read by the names they have. A log whose plain and ``.compact`` files contradict the
+interval found (the setting changed before the first ``.compact`` file) is refused by
+:meth:`CommitLog.check_interval`: Spark's sink and reader would fail on it or miss its files.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
-from sparkcast.errors import SinkError
+from sparkcast.errors import IncompatibleCheckpointError, SinkError
 from sparkcast.spark.layout import OUTPUT
 from sparkcast.spark.state import storage
 
@@ -33,15 +40,57 @@ LOG = "_spark_metadata"
 STAGING = "_sparkcast_staging"
 _VERSION = b"v1"
 _BLOCK_SIZE = 32 * 1024 * 1024
+_COMPACT = ".compact"
+#: Spark's setting of every how many batches a file sink's log compacts (for a new log)
+COMPACT_INTERVAL = "spark.sql.streaming.fileSink.log.compactInterval"
+DEFAULT_INTERVAL = 10
+
+
+def session_interval(spark: SparkSession | None) -> int:
+    """The session's ``compactInterval`` (Spark's default, 10, without a session)."""
+    value = spark.conf.get(COMPACT_INTERVAL, None) if spark is not None else None
+    return int(value or DEFAULT_INTERVAL)
 
 
 class CommitLog:
-    """The committed micro-batches of one output path."""
+    """The committed micro-batches of one output path; ``default_interval``: the session's
+    ``compactInterval``, which a log without ``.compact`` files takes."""
 
-    def __init__(self, path: str, compact_interval: int = 10) -> None:
+    def __init__(self, path: str, default_interval: int = DEFAULT_INTERVAL) -> None:
         self.path = path
-        self.compact_interval = compact_interval
+        self.default_interval = default_interval
         self.log = storage.join(path, LOG)
+
+    @cached_property
+    def compact_interval(self) -> int:
+        """Every how many batches this log compacts, found from its ``.compact`` files as
+        Spark's ``CompactibleFileStreamLog`` finds it (once, as Spark does at a query's start)."""
+        compacts = sorted((b for b, compact in self._logged().items() if compact), reverse=True)
+        if len(compacts) >= 2:
+            return compacts[0] - compacts[1]
+        if compacts:
+            return derive_interval(self.default_interval, compacts[0])
+        return self.default_interval
+
+    def check_interval(self) -> None:
+        """Refuse a log whose file names contradict its interval: the session's setting changed
+        before the log's first ``.compact`` file, and Spark's sink and reader would look for
+        files that are not there (or take a batch's files for missing)."""
+        interval = self.compact_interval
+        wrong = [b for b, compact in sorted(self._logged().items())
+                 if compact != ((b + 1) % interval == 0)]
+        if not wrong:
+            return
+        found = [f"{b}{_COMPACT}" if c else str(b) for b, c in sorted(self._logged().items())]
+        raise IncompatibleCheckpointError(
+            f"{COMPACT_INTERVAL} is {self.default_interval} in this session, but the commit log "
+            f"of the output folder {self.path} was written with another: with "
+            f"{interval}, batch {wrong[0]}'s log file would be "
+            f"{'a plain' if (wrong[0] + 1) % interval else 'a .compact'} one, and Spark's "
+            "file sink and reader would fail on the log or miss files. Set "
+            f"{COMPACT_INTERVAL} back to the value the folder was written with (Spark's "
+            f"default is {DEFAULT_INTERVAL}), or write to a new folder. Nothing was run. The "
+            f"log holds {', '.join(found[:12])}{' …' if len(found) > 12 else ''}")
 
     def committed(self, batch: int) -> bool:
         return any(storage.read_bytes(self._file(batch, compact)) is not None
@@ -80,24 +129,15 @@ class CommitLog:
 
     def batches(self) -> list[int]:
         """The logged micro-batches, ascending (a compact file's batch included)."""
-        return sorted(int(n.split(".")[0]) for n in storage.list_files(self.log)
-                      if n.split(".")[0].isdigit())
+        return sorted(self._logged())
 
     def logged_files(self) -> set[str]:
         """Every data file a logged micro-batch lists, as its path under the output
         (``_output=main/3-part-….parquet``): the last compact file and the batches after it
-        (Spark may delete the log files a compact file holds)."""
-        batches = self.batches()
-        compacts = [b for b in batches if self._compacts(b)
-                    and storage.read_bytes(self._file(b, True)) is not None]
-        start = max(compacts, default=-1)
-        files: set[str] = set()
-        for batch in [b for b in batches if b >= start]:
-            data = storage.read_bytes(self._file(batch, batch == start))
-            for line in (data or b"").split(b"\n")[1:]:
-                if line.strip():
-                    files.add(_under_output(json.loads(line)["path"]))
-        return files
+        (Spark may delete the log files a compact file holds), read by the names they have."""
+        logged = self._logged()
+        return {_under_output(entry["path"])
+                for entry in self._entries_from_last_compact(logged, max(logged, default=-1) + 1)}
 
     def fill(self, batches: list[int]) -> list[int]:
         """Log the given batches that have no log file, after the last logged one, as batches
@@ -115,13 +155,18 @@ class CommitLog:
     def start(self, batches: list[int]) -> list[int]:
         """A log that has no batch yet, for a checkpoint that committed ``batches`` before
         (a copied checkpoint, or one given a new output folder): those batches logged as
-        batches that wrote nothing here, since Spark's reader refuses a log that starts after
-        batch 0. Returns the batches logged."""
-        if self.batches():
+        batches that wrote nothing here, from the last compact batch at or before the last
+        of them on (Spark's reader reads a log from there, and refuses one that lacks it: the
+        checkpoint keeps only its last ``spark.sql.streaming.minBatchesToRetain`` commits).
+        Returns the batches logged."""
+        if self.batches() or not batches:
             return []
-        for batch in sorted(batches):
+        last = max(batches)
+        compacted = max(0, (last + 1) // self.compact_interval * self.compact_interval - 1)
+        logged = list(range(min(compacted, min(batches)), last + 1))
+        for batch in logged:
             self.log_empty(batch)
-        return sorted(batches)
+        return logged
 
     def log_empty(self, batch: int) -> None:
         """Log ``batch`` as a micro-batch that wrote no file here."""
@@ -165,17 +210,43 @@ class CommitLog:
 
     def _entries_since_compact(self, batch: int) -> list[dict[str, Any]]:
         """The entries of every batch before ``batch`` (the last compact file and after it)."""
-        first = batch - self.compact_interval
+        return self._entries_from_last_compact(self._logged(), batch)
+
+    def _entries_from_last_compact(self, logged: dict[int, bool], before: int
+                                   ) -> list[dict[str, Any]]:
+        """The entries of the logged batches before ``before``: the last ``.compact`` file
+        among them and the batches after it (a gap is a batch never committed here: before
+        the first sparkcast write, or of a copied checkpoint)."""
+        start = max((b for b, compact in logged.items() if compact and b < before), default=0)
         entries: list[dict[str, Any]] = []
-        for earlier in range(max(first, 0), batch):
-            data = storage.read_bytes(self._file(earlier, earlier == first))
-            if data is None:
-                continue  # batches before the first sparkcast write, never committed here
-            entries.extend(json.loads(line) for line in data.split(b"\n")[1:] if line.strip())
+        for batch in sorted(b for b in logged if start <= b < before):
+            data = storage.read_bytes(self._file(batch, logged[batch]))
+            entries.extend(json.loads(line) for line in (data or b"").split(b"\n")[1:]
+                           if line.strip())
         return entries
 
+    def _logged(self) -> dict[int, bool]:
+        """Each logged batch and whether its file is a ``.compact`` one (Spark's temporary and
+        checksum files are hidden: ``.3.crc``)."""
+        logged: dict[int, bool] = {}
+        for name in storage.list_files(self.log):
+            number = name.removesuffix(_COMPACT)
+            if number.isdigit():
+                logged[int(number)] = logged.get(int(number), False) or name != number
+        return logged
+
     def _file(self, batch: int, compact: bool) -> str:
-        return storage.join(self.log, f"{batch}.compact" if compact else str(batch))
+        return storage.join(self.log, f"{batch}{_COMPACT}" if compact else str(batch))
+
+
+def derive_interval(default: int, last_compact: int) -> int:
+    """The interval of a log whose one ``.compact`` file is ``last_compact``'s, as Spark derives
+    it: the smallest divisor of ``last_compact + 1`` not below ``default`` (``last_compact + 1``
+    when none is)."""
+    batches = last_compact + 1
+    if batches <= default or default >= batches // 2:
+        return batches
+    return next((i for i in range(default, batches // 2 + 1) if batches % i == 0), batches)
 
 
 def _hidden(relative: str) -> bool:
