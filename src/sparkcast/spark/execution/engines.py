@@ -8,13 +8,17 @@ state. Each gets its engine from :func:`new_engine`, opened (so ``open`` runs,
 and a broken ``open`` fails there).
 
 Workers keep their engines (``open`` once per subtask, not once per micro-batch) in one LRU
-cache keyed by pipeline, engine and subtask: a plan's operator (``result.main``) and its
-``write_stream`` runner may share a worker, and bind their engines to different state.
+cache (:class:`EngineCache`) keyed by pipeline, engine and subtask: a plan's operator
+(``result.main``) and its ``write_stream`` runner may share a worker, and bind their engines to
+different state. Each entry carries what its engine was last bound to (the per-batch driver's
+snapshot, ``streamed.SnapshotBinder``), so an engine and what it reads are evicted together: an
+engine made again after an eviction is bound again, never taken for one that holds the state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cachetools import LRUCache
@@ -31,7 +35,6 @@ if TYPE_CHECKING:  # workers of the stateless engine never load the state room
 
 Backend = TypeVar("Backend", bound=StateBackend)
 
-_ENGINES: LRUCache[tuple[str, Engine, int], SubtaskEngine] = LRUCache(maxsize=256)
 
 
 def new_engine(function: BaseBroadcastProcessFunction,
@@ -93,13 +96,45 @@ def writable_in_memory(tables: dict[str, dict[Any, Any]]) -> DictBackend:
     return backend
 
 
+@dataclass
+class CachedEngine:
+    """A worker's engine for one subtask and the broadcast state it was last bound to (a
+    snapshot file, ``""`` for none; None: not bound since it was made)."""
+
+    engine: SubtaskEngine
+    bound: str | None = None
+
+
+class EngineCache:
+    """The engines of a Python worker, least recently used first out beyond ``capacity``; an
+    engine leaves with what it is bound to (:class:`CachedEngine`)."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self._entries: LRUCache[tuple[str, Engine, int], CachedEngine] = LRUCache(
+            maxsize=capacity)
+
+    def entry(self, plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEngine]
+              ) -> CachedEngine:
+        """The entry of ``plan``'s subtask on its engine, its engine made by ``make`` the first
+        time (or again after an eviction); the engine's pending outputs are dropped (a failed
+        task's, which Spark retries)."""
+        key = (plan.pipeline_id, plan.engine, subtask)
+        cached = self._entries.get(key)
+        if cached is None:
+            cached = self._entries[key] = CachedEngine(make())
+        cached.engine.take_outputs()
+        return cached
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+#: this worker's engines
+ENGINES = EngineCache()
+
+
 def cached_engine(plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEngine]
                   ) -> SubtaskEngine:
-    """This worker's engine for ``plan``'s subtask on its engine, made by ``make`` the first time;
-    its pending outputs are dropped (a failed task's, which Spark retries)."""
-    key = (plan.pipeline_id, plan.engine, subtask)
-    engine = _ENGINES.get(key)
-    if engine is None:
-        engine = _ENGINES[key] = make()
-    engine.take_outputs()
-    return engine
+    """This worker's engine for ``plan``'s subtask (``ENGINES.entry``), for a caller that binds
+    it to its state on every call."""
+    return ENGINES.entry(plan, subtask, make).engine

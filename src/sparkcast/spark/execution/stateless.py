@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.spark.execution.encoding import OutputEncoder
-from sparkcast.spark.execution.engines import cached_engine, static_engine
+from sparkcast.spark.execution.engines import ENGINES, CachedEngine, static_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.values import converters, main_values
 from sparkcast.spark.plan import RuntimePlan
@@ -48,20 +48,21 @@ def needs_no_state(plan: RuntimePlan) -> bool:
 
 class StatelessRunner:
     """The ``mapInArrow`` body: input ``_ts, m_0 … m_k``; output the operator's tagged rows.
-    ``bind`` (the per-batch driver's ``streamed.SnapshotBinder``) gives the engine the broadcast
-    state of the current micro-batch; without it the engine holds the static rows."""
+    ``bind`` (the per-batch driver's ``streamed.SnapshotBinder``) gives the cached engine the
+    broadcast state of the current micro-batch; without it the engine holds the static rows."""
 
     def __init__(self, plan: RuntimePlan,
-                 bind: Callable[[SubtaskEngine, str, int], None] | None = None) -> None:
+                 bind: Callable[[CachedEngine], None] | None = None) -> None:
         self.plan = plan
         self.bind = bind
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plan = self.plan
         subtask = _partition() % plan.parallelism
-        engine = cached_engine(plan, subtask, lambda: static_engine(plan, subtask))
+        cached = ENGINES.entry(plan, subtask, lambda: static_engine(plan, subtask))
+        engine = cached.engine
         if self.bind is not None:
-            self.bind(engine, plan.pipeline_id, subtask)
+            self.bind(cached)
         encoder = OutputEncoder.of(plan)
         found = converters(plan.main_types, plan.time_zone)
         engine.meter.begin()

@@ -41,6 +41,7 @@ from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.spark.execution.dead_letters import corrupt_letters, subtask_share
 from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
 from sparkcast.spark.execution.engines import (
+    CachedEngine,
     apply_static_broadcast,
     bind_snapshot,
     in_memory,
@@ -64,8 +65,6 @@ from sparkcast.spark.layout import (
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.state import snapshots
 from sparkcast.spark.state.compatibility import differences, layout_of, refuse
-
-_BOUND: dict[tuple[str, int], str] = {}  # (pipeline, subtask) -> the snapshot its engine reads
 
 
 def streamed_runner(plan: RuntimePlan, snapshot: str | None, made_at: int | None = None
@@ -253,21 +252,22 @@ class BroadcastApplier:
 
 
 class SnapshotBinder:
-    """Shipped with the main side's runner: binds a worker's engine to the batch's snapshot
-    (decoded once per worker and shared by its subtasks: the main side only reads it); on a new
-    snapshot the engine waits for the effect of the update made at ``made_at``."""
+    """Shipped with the main side's runner: binds a worker's cached engine to the batch's
+    snapshot unless the cache entry says it is bound to it already (decoded once per worker and
+    shared by its subtasks: the main side only reads it); on a new snapshot the engine waits for
+    the effect of the update made at ``made_at``."""
 
     def __init__(self, file: str | None, blob_store: str, made_at: int | None = None) -> None:
         self.file = file
         self.blob_store = blob_store
         self.made_at = made_at
 
-    def __call__(self, engine: SubtaskEngine, pipeline_id: str, subtask: int) -> None:
-        key = (pipeline_id, subtask)
+    def __call__(self, cached: CachedEngine) -> None:
         wanted = self.file or ""
-        if _BOUND.get(key) == wanted:
+        if cached.bound == wanted:
             return
+        engine = cached.engine
         bind_snapshot(engine, snapshots.read_or_empty(self.file, self.blob_store, engine.types),
                       in_memory)
         engine.meter.awaiting_effect(self.made_at)
-        _BOUND[key] = wanted
+        cached.bound = wanted
