@@ -56,8 +56,8 @@ def guard_output(plan: RuntimePlan, path: str, checkpoint_location: str) -> None
     raise IncompatibleCheckpointError(
         f"the output folder {path} belongs to another job: write to a new folder, or restart "
         f"the checkpoint that wrote it ({writer}); delete the folder if its rows are no longer "
-        f"needed. Nothing was run. The folder holds {len(batches)} committed micro-batches "
-        f"(0 to {batches[-1]}) of main output {manifest.get('main', 'unknown')}; this "
+        f"needed. Nothing was run. The folder holds committed micro-batches up to "
+        f"{batches[-1]} of main output {manifest.get('main', 'unknown')}; this "
         f"pipeline's checkpoint {checkpoint_location}, of main output "
         f"{plan.output_schema.simpleString()}, has batches, numbered from "
         f"{_next_batch(checkpoint_location)}, would be taken for those already written and "
