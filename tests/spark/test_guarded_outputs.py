@@ -220,10 +220,11 @@ def _with_interval(spark, interval, run):
         spark.conf.unset(COMPACT_INTERVAL)
 
 
-def test_a_restart_after_a_kill_keeps_the_batches_of_a_log_with_another_compact_interval(
+def test_a_restart_after_a_crash_keeps_the_batches_of_a_log_with_another_compact_interval(
         spark, tmp_path, monkeypatch):
-    """Written with ``compactInterval`` 2 (batch 1 logged in ``1.compact``), killed between
-    publishing batch 2's files and logging them, restarted with the default (10): the cleanup
+    """Written with ``compactInterval`` 2 (batch 1 logged in ``1.compact``), the query failing
+    between publishing batch 2's files and logging them (in this session: the SIGKILL of that
+    moment is the test above's), restarted with the default (10): the cleanup
     removes batch 2's orphans and keeps batch 1's files, and the log goes on with its own
     interval (``3.compact``), which Spark's reader reads."""
     write_batch_file(tmp_path / "limits", 0, [{"limit": 1}])
@@ -235,15 +236,15 @@ def test_a_restart_after_a_kill_keeps_the_batches_of_a_log_with_another_compact_
 
     publish = CommitLog._publish
 
-    def publish_then_die(self, batch, staging, only):
+    def publish_then_fail(self, batch, staging, only):
         entries = publish(self, batch, staging, only)
         if batch == 2:  # the files are in the output folder, the batch's log file is not
-            raise RuntimeError("killed after publishing batch 2")
+            raise RuntimeError("died after publishing batch 2")
         return entries
 
-    monkeypatch.setattr(CommitLog, "_publish", publish_then_die)
+    monkeypatch.setattr(CommitLog, "_publish", publish_then_fail)
     write_batch_file(tmp_path / "events", 2, _events(2))
-    with pytest.raises(Exception, match="killed after publishing batch 2"):
+    with pytest.raises(Exception, match="died after publishing batch 2"):
         _with_interval(spark, 2, lambda: _run(spark, tmp_path, "events", "out", "ck"))
     monkeypatch.undo()
     assert _log(out) == ["0", "1.compact"]
