@@ -50,6 +50,12 @@ def test_a_log_keeps_its_own_interval_whatever_the_session_says(tmp_path):
         log.check_interval()
     _write_log(tmp_path / "two", ["4.compact", "5", "6", "7", "8", "9.compact", "10"])
     assert CommitLog(str(tmp_path / "two"), 3).compact_interval == 5
+    # an older interval before the last two compact files is no contradiction: Spark reads on
+    # from the last one
+    _write_log(tmp_path / "changed", ["4.compact", "9.compact", "10", "19.compact", "20"])
+    changed = CommitLog(str(tmp_path / "changed"), 5)
+    assert changed.compact_interval == 10
+    changed.check_interval()
 
 
 def test_the_logged_files_are_read_from_the_last_compact_file_by_their_names(tmp_path):

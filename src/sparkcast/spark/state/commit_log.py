@@ -73,15 +73,18 @@ class CommitLog:
         return self.default_interval
 
     def check_interval(self) -> None:
-        """Refuse a log whose file names contradict its interval: the session's setting changed
-        before the log's first ``.compact`` file, and Spark's sink and reader would look for
-        files that are not there (or take a batch's files for missing)."""
+        """Refuse a log whose file names, from its last ``.compact`` file on (all Spark reads),
+        contradict its interval: the session's setting changed before the log's first
+        ``.compact`` file, and Spark's sink and reader would look for files that are not there
+        (or take a batch's files for missing)."""
         interval = self.compact_interval
-        wrong = [b for b, compact in sorted(self._logged().items())
-                 if compact != ((b + 1) % interval == 0)]
+        logged = sorted(self._logged().items())
+        start = max((b for b, compact in logged if compact), default=0)
+        wrong = [b for b, compact in logged
+                 if b >= start and compact != ((b + 1) % interval == 0)]
         if not wrong:
             return
-        found = [f"{b}{_COMPACT}" if c else str(b) for b, c in sorted(self._logged().items())]
+        found = [f"{b}{_COMPACT}" if c else str(b) for b, c in logged]
         raise IncompatibleCheckpointError(
             f"{COMPACT_INTERVAL} is {self.default_interval} in this session, but the commit log "
             f"of the output folder {self.path} was written with another: with "
