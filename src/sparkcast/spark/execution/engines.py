@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # workers of the stateless engine never load the state room
 Backend = TypeVar("Backend", bound=StateBackend)
 
 
-
 def new_engine(function: BaseBroadcastProcessFunction,
                broadcast_descriptors: Iterable[MapStateDescriptor], options: ProcessOptions,
                parallelism: int, *, subtask: int = 0, backend: StateBackend | None = None
