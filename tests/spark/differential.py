@@ -22,7 +22,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkcast.api.row import row_type
+from sparkcast.api.pyflink_types import output_ddl
+from sparkcast.api.row import Row, row_type
+from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
 from sparkcast.spark.execution.payloads import to_jsonable
@@ -87,6 +89,8 @@ def _harness_collect(program: Program, h: Any) -> Outputs:
 def _as_record(value: Any, fields: list[str]) -> dict:
     if isinstance(value, dict):
         return value
+    if isinstance(value, Row) and value.__fields__:  # PyFlink's named Row: by name
+        return to_jsonable(value)
     if isinstance(value, (tuple, list)):
         return dict(zip(fields, value, strict=True))
     return {fields[0]: value}
@@ -211,8 +215,10 @@ def _spark_collect(program: Program, rows: list[Any]) -> Outputs:
 # --------------------------------------------------------------------------------------- helpers
 
 
-def _fields(ddl: str) -> list[str]:
-    return [part.strip().split()[0] for part in ddl.split(",")]
+def _fields(schema: Any) -> list[str]:
+    """The field names of a DDL field list or a PyFlink output type (``Types.ROW_NAMED``)."""
+    ddl = schema if isinstance(schema, str) else output_ddl(schema)[0]
+    return parse_ddl(ddl).names
 
 
 def _row(fields: list[str], record: dict) -> Any:
