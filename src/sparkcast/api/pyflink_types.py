@@ -110,7 +110,7 @@ def _no_column(declared: Any, where: str) -> PipelineError:
         (a for a in _leaves(declared) if _column_type(a) is None), declared)
     inside = "" if offender is declared else f" ({_label(offender)} inside it)"
     fix = ("declare Types.STRING() there and yield the time's isoformat()"
-           if offender in _STATE_ONLY else
+           if isinstance(offender, type) and offender in _STATE_ONLY else
            "declare it with basic Types.* (STRING, LONG, DOUBLE, ...) in ROW_NAMED, ROW, TUPLE, "
            "LIST or MAP, or a DDL string, or Types.PICKLED_BYTE_ARRAY() for the whole value as "
            "one column of its codec text")
