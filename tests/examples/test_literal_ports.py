@@ -1,8 +1,10 @@
 """The six literal ports and the Flink docs' count-with-timeout example (tests/examples/ported)
 on the harness, over both state backends (the dict one, and Spark's over stand-in state, which
 encodes and decodes every value): objects kept under ``Types.PICKLED_BYTE_ARRAY()`` come back as
-their own class with their methods (issue 25). tests/spark/test_literal_ports.py runs them on
-Spark."""
+their own class with their methods (issue 25); and PyFlink programs as written with PyFlink's
+``Types`` nested in state and outputs (issue 38): the Flink docs' broadcast-state Python tab, the
+broadcast functions of PyFlink's tests against their own expected outputs, and rule/items over
+``Row``s. tests/spark/test_literal_ports.py runs them on Spark."""
 
 from __future__ import annotations
 
@@ -283,8 +285,8 @@ def test_nested_pyflink_types_in_state_and_outputs(state_backend):
                      shape=["square", "square", "square", "triangle", "circle"]):
         h.process_element(item)
     [match] = h.output()
-    assert (match.rule, match.color, match.seen) == ("sq-tri", "red",
-                                                      {"square": 2, "triangle": 1})
+    assert (match.rule, match.color, match.shapes_seen) == ("sq-tri", "red",
+                                                             ["square", "triangle"])
     assert [(p.first, p.second) for p in match.pairs] == [(1, 4), (3, 4)]
     assert [tuple(r) for r in h.side_output(program.UNMATCHED)] == [("blue", 5, "circle")]
     assert h.dead_letters() == []

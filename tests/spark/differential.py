@@ -80,10 +80,19 @@ def _harness_collect(program: Program, h: Any) -> Outputs:
     out: Outputs = {"main": Counter(canon(_as_record(v, fields)) for v in h.output())}
     for tag in program.side_outputs:
         names = _fields(tag.schema) if tag.schema else None
-        out[tag.tag_id] = Counter(canon(to_jsonable(v, names)) for v in h.side_output(tag))
+        out[tag.tag_id] = Counter(canon(_side_record(v, names)) for v in h.side_output(tag))
     out[DEAD_LETTERS.tag_id] = Counter(canon({"callback": d.callback, "error": d.error})
                                        for d in h.dead_letters())
     return out
+
+
+def _side_record(value: Any, names: list[str] | None) -> Any:
+    """A side output's value as Spark's payload holds it: a one-column tag's bare value (an
+    ``OutputTag("side", Types.INT())``) under its column's name."""
+    record = to_jsonable(value, names)
+    if names is not None and len(names) == 1 and not isinstance(record, dict):
+        return {names[0]: record}
+    return record
 
 
 def _as_record(value: Any, fields: list[str]) -> dict:
