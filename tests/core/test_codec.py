@@ -27,6 +27,7 @@ ROUND_TRIPS = [
     datetime.datetime(2024, 5, 1, 12, 30, 15, 123456),
     datetime.datetime(2024, 5, 1, 12, 0, tzinfo=datetime.timezone(datetime.timedelta(hours=2))),
     datetime.date(2024, 2, 29),
+    datetime.time(23, 59, 1, 5), datetime.time(8, 0, tzinfo=datetime.UTC),
     decimal.Decimal("12.3400"), decimal.Decimal("-1E+5"),
     Row(color="red", size=3), Row(1, 2), [Row(a=Row(b=1))],
     {"nested": {"deeper": [{"x": (1, b"2")}]}},

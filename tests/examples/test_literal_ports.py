@@ -1,8 +1,10 @@
 """The six literal ports and the Flink docs' count-with-timeout example (tests/examples/ported)
 on the harness, over both state backends (the dict one, and Spark's over stand-in state, which
 encodes and decodes every value): objects kept under ``Types.PICKLED_BYTE_ARRAY()`` come back as
-their own class with their methods (issue 25). tests/spark/test_literal_ports.py runs them on
-Spark."""
+their own class with their methods (issue 25); and PyFlink programs as written with PyFlink's
+``Types`` nested in state and outputs (issue 38): the Flink docs' broadcast-state Python tab, the
+broadcast functions of PyFlink's tests against their own expected outputs, and rule/items over
+``Row``s. tests/spark/test_literal_ports.py runs them on Spark."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from sparkcast.api.row import TupleRow
 from sparkcast.errors import ReadOnlyStateError
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness, KeyedProcessHarness
 from tests.examples.ported import (
+    broadcast_state_docs,
     colour_shape,
     count_with_timeout,
     enrichment,
@@ -20,6 +23,8 @@ from tests.examples.ported import (
     fraud_rules,
     model_serving,
     multi_model,
+    nested_types,
+    pyflink_broadcast_tests,
 )
 
 
@@ -152,3 +157,143 @@ def test_count_with_timeout_in_its_java_and_python_forms(function, state_backend
     assert h.output() == [("a", 2)]
     h.process_watermark(130_000)
     assert h.output() == [("a", 2), ("b", 2)]
+
+
+# ------------------------------------------- PyFlink's Types as written (issue 38): the harness
+
+
+def _items(*specs):
+    """The docs example's items, as PyFlink's source would give them (objects)."""
+    return [broadcast_state_docs.Item(broadcast_state_docs.Color[c], broadcast_state_docs.Shape[s],
+                                      f"{c.lower()}-{s.lower()}-{i}")
+            for i, (c, s) in enumerate(specs)]
+
+
+def test_the_broadcast_state_docs_program_keeps_a_list_of_items_per_rule(state_backend):
+    docs = broadcast_state_docs
+    function = docs.MyKeyedBroadcastProcessFunction()
+    # broadcast with the function's descriptor, as the docs' Java tab does (see the next test)
+    h = KeyedBroadcastHarness(function, lambda item: item.get_color(),
+                              [function._rule_state_desc], state_backend=state_backend,
+                              output_schema=Types.STRING())
+    h.open()
+    h.process_broadcast_element(docs.Rule("rect-tri", docs.Shape.RECTANGLE, docs.Shape.TRIANGLE))
+    items = _items(("RED", "RECTANGLE"), ("BLUE", "RECTANGLE"), ("RED", "RECTANGLE"),
+                   ("BLUE", "CIRCLE"))
+    for item in items:
+        h.process_element(item)
+    [blue] = h.keyed_state(function._map_state_desc, docs.Color.BLUE)["rect-tri"]
+    assert isinstance(blue, docs.Item) and blue.get_shape() is docs.Shape.RECTANGLE
+    for item in _items(("RED", "TRIANGLE"), ("BLUE", "TRIANGLE")):
+        h.process_element(item)
+    assert h.output() == ["MATCH: red-rectangle-0 - red-triangle-0",
+                          "MATCH: red-rectangle-2 - red-triangle-0",
+                          "MATCH: blue-rectangle-1 - blue-triangle-1"]
+    assert h.keyed_state(function._map_state_desc, docs.Color.RED) is None  # removed when empty
+    assert h.dead_letters() == []
+
+
+def test_the_docs_python_tab_broadcasts_under_another_name_than_it_reads():
+    # the Python tab broadcasts "RuleBroadcastState" and reads "RulesBroadcastState": Flink
+    # refuses an unknown broadcast state too; here the element is a dead letter naming both
+    docs = broadcast_state_docs
+    h = KeyedBroadcastHarness(docs.MyKeyedBroadcastProcessFunction(), lambda i: i.get_color(),
+                              [docs.rule_state_descriptor], output_schema=Types.STRING())
+    h.open()
+    h.process_broadcast_element(docs.Rule("r", docs.Shape.RECTANGLE, docs.Shape.TRIANGLE))
+    [letter] = h.dead_letters()
+    assert letter.callback == "process_broadcast_element"
+    assert "'RulesBroadcastState') is not a broadcast state" in letter.error
+    assert "['RuleBroadcastState'] (pass it to broadcast(...))" in letter.error
+
+
+def _two_subtasks(make, descriptors, main, broadcast, keyed=None, **options):
+    """PyFlink's tests run at parallelism 2: every subtask applies every broadcast element (and
+    emits what ``process_broadcast_element`` yields); the main elements go to one of them.
+    ``main`` and ``broadcast`` are ``(value, timestamp)`` pairs; main elements first, so the
+    functions' caches of early elements are used, as when they arrive before the rules."""
+    harnesses = []
+    for index in (0, 1):
+        if keyed is None:
+            h = BroadcastHarness(make(), descriptors, parallelism=2, subtask_index=index,
+                                 on_error="fail", **options)
+        else:
+            h = KeyedBroadcastHarness(make(), keyed, descriptors, parallelism=2,
+                                      subtask_index=index, on_error="fail", **options)
+        h.open()
+        for value, ts in main if index == 0 else []:
+            h.process_element(value, timestamp=ts)
+        for value, ts in broadcast:
+            h.process_broadcast_element(value, timestamp=ts)
+        h.process_watermark(2**62)  # the end of the bounded input: every timer fires
+        harnesses.append(h)
+    return harnesses
+
+
+def test_pyflinks_co_broadcast_process_with_int_elements_and_a_cache():
+    tests = pyflink_broadcast_tests
+    harnesses = _two_subtasks(lambda: tests.MyBroadcastProcessFunction(tests.mapping_desc),
+                              [tests.mapping_desc], [(v, None) for v in [1, 2, 3, 4, 5]],
+                              [((0, "a"), None), ((1, "b"), None)],
+                              output_schema=Types.STRING())
+    assert sorted(v for h in harnesses for v in h.output()) == (
+        tests.CO_BROADCAST_PROCESS_EXPECTED)
+    assert harnesses[1].broadcast_state(tests.mapping_desc) == {0: "a", 1: "b"}
+
+
+def test_pyflinks_keyed_co_broadcast_process_with_timers():
+    tests = pyflink_broadcast_tests
+    main = [(Row(v, str(ts)), ts) for v, ts in [(1, 1603708211000), (2, 1603708212000),
+                                                (3, 1603708213000), (4, 1603708214000)]]
+    broadcast = [(Row(k, "1603708215000", s), 1603708215000) for k, s in [(0, "a"), (1, "b")]]
+    harnesses = _two_subtasks(
+        lambda: tests.MyKeyedBroadcastProcessFunction(tests.mapping_desc), [tests.mapping_desc],
+        main, broadcast, keyed=lambda t: t[0], output_schema=Types.STRING())
+    assert sorted(v for h in harnesses for v in h.output()) == (
+        tests.KEYED_CO_BROADCAST_PROCESS_EXPECTED)
+
+
+@pytest.mark.parametrize(("make", "keyed", "expected"), [
+    (pyflink_broadcast_tests.SideOutputBroadcastProcessFunction, None,
+     pyflink_broadcast_tests.CO_BROADCAST_SIDE_OUTPUT_EXPECTED),
+    (pyflink_broadcast_tests.SideOutputKeyedBroadcastProcessFunction, lambda e: e[0],
+     pyflink_broadcast_tests.KEYED_CO_BROADCAST_SIDE_OUTPUT_EXPECTED),
+], ids=["co_broadcast_side_output", "keyed_co_broadcast_side_output"])
+def test_pyflinks_broadcast_side_outputs(make, keyed, expected):
+    tests = pyflink_broadcast_tests
+    keyed_test = keyed is not None
+    main = [("a", 0), ("b", 1), ("a", 2), ("b", 3)] if keyed_test else [("a", 0), ("b", 1),
+                                                                        ("c", 2)]
+    broadcast = [(5, "c"), (6, "d")] if keyed_test else [(3, "d"), (4, "f")]
+    harnesses = _two_subtasks(make, [tests.dummy_desc], [(Row(*v), None) for v in main],
+                              [(Row(*v), None) for v in broadcast], keyed=keyed,
+                              output_schema=Types.STRING(), side_outputs=[tests.tag])
+    main_expected, side_expected = expected
+    assert sorted(v for h in harnesses for v in h.output()) == main_expected
+    assert sorted(v for h in harnesses for v in h.side_output(tests.tag)) == side_expected
+
+
+def test_nested_pyflink_types_in_state_and_outputs(state_backend):
+    program = nested_types
+    h = KeyedBroadcastHarness(program.PairShapes(), lambda row: row["color"], [program.RULES],
+                              state_backend=state_backend, output_schema=program.OUTPUT_TYPE,
+                              side_outputs=[program.UNMATCHED])
+    h.open()
+    for rule in rows(name=["sq-tri"], first=["square"], second=["triangle"]):
+        h.process_broadcast_element(rule)
+    for item in rows(id=[1, 2, 3, 4, 5], color=["red", "blue", "red", "red", "blue"],
+                     shape=["square", "square", "square", "triangle", "circle"]):
+        h.process_element(item)
+    [match] = h.output()
+    assert (match.rule, match.color, match.shapes_seen) == ("sq-tri", "red",
+                                                             ["square", "triangle"])
+    assert [(p.first, p.second) for p in match.pairs] == [(1, 4), (3, 4)]
+    assert [tuple(r) for r in h.side_output(program.UNMATCHED)] == [("blue", 5, "circle")]
+    assert h.dead_letters() == []
+    [waiting] = h.keyed_state(program.WAITING, "blue")["sq-tri"]
+    assert waiting == program.Waiting(2, "square")  # a dataclass under LIST(PICKLED_BYTE_ARRAY)
+    assert [(r.rule, r.first, r.second) for r in h.keyed_state(program.PAIRS, "red")] == [
+        ("sq-tri", 1, 4), ("sq-tri", 3, 4)]
+    assert h.keyed_state(program.SEEN, "blue") == {"square": 1, "circle": 1}
+    assert h.broadcast_state(program.RULES) == {"sq-tri": {"first": "square",
+                                                           "second": "triangle"}}

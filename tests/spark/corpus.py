@@ -31,7 +31,7 @@ class Program:
     descriptors: tuple[MapStateDescriptor, ...]
     main_schema: str
     broadcast_schema: str
-    output_schema: str
+    output_schema: Any  # a DDL field list or a PyFlink output type
     batches: tuple[tuple[list[dict], list[dict]], ...]
     key: str | None = None
     side_outputs: tuple[OutputTag, ...] = ()

@@ -22,7 +22,9 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkcast.api.row import row_type
+from sparkcast.api.pyflink_types import output_ddl
+from sparkcast.api.row import Row, row_type
+from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
 from sparkcast.spark.execution.payloads import to_jsonable
@@ -78,15 +80,26 @@ def _harness_collect(program: Program, h: Any) -> Outputs:
     out: Outputs = {"main": Counter(canon(_as_record(v, fields)) for v in h.output())}
     for tag in program.side_outputs:
         names = _fields(tag.schema) if tag.schema else None
-        out[tag.tag_id] = Counter(canon(to_jsonable(v, names)) for v in h.side_output(tag))
+        out[tag.tag_id] = Counter(canon(_side_record(v, names)) for v in h.side_output(tag))
     out[DEAD_LETTERS.tag_id] = Counter(canon({"callback": d.callback, "error": d.error})
                                        for d in h.dead_letters())
     return out
 
 
+def _side_record(value: Any, names: list[str] | None) -> Any:
+    """A side output's value as Spark's payload holds it: a one-column tag's bare value (an
+    ``OutputTag("side", Types.INT())``) under its column's name."""
+    record = to_jsonable(value, names)
+    if names is not None and len(names) == 1 and not isinstance(record, dict):
+        return {names[0]: record}
+    return record
+
+
 def _as_record(value: Any, fields: list[str]) -> dict:
     if isinstance(value, dict):
         return value
+    if isinstance(value, Row) and value.__fields__:  # PyFlink's named Row: by name
+        return to_jsonable(value)
     if isinstance(value, (tuple, list)):
         return dict(zip(fields, value, strict=True))
     return {fields[0]: value}
@@ -211,8 +224,10 @@ def _spark_collect(program: Program, rows: list[Any]) -> Outputs:
 # --------------------------------------------------------------------------------------- helpers
 
 
-def _fields(ddl: str) -> list[str]:
-    return [part.strip().split()[0] for part in ddl.split(",")]
+def _fields(schema: Any) -> list[str]:
+    """The field names of a DDL field list or a PyFlink output type (``Types.ROW_NAMED``)."""
+    ddl = schema if isinstance(schema, str) else output_ddl(schema)[0]
+    return parse_ddl(ddl).names
 
 
 def _row(fields: list[str], record: dict) -> Any:

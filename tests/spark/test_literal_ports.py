@@ -1,20 +1,41 @@
 """The literal ports (tests/examples/ported) on Spark: objects kept under
 ``Types.PICKLED_BYTE_ARRAY()`` come back as their own class, with their methods, in Spark's
 workers (the registry built there from the shipped function), on two subtasks, and across a
-restart from the checkpoint; the outputs equal the harness's (issue 25)."""
+restart from the checkpoint; the outputs equal the harness's (issue 25). PyFlink programs as
+written, declaring PyFlink's ``Types`` nested (issue 38), in one streaming query: outputs equal
+the harness's and PyFlink's own expected ones, or, where elements must be the source's objects,
+dead letters naming the failing attribute or operator."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
+from sparkcast import Types
+from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark import Stream
-from tests.examples.ported import colour_shape, count_with_timeout, fraud_rules, model_serving
-from tests.spark.differential import read_stream, with_watermark, write_batch_file
+from tests.examples.ported import (
+    broadcast_state_docs,
+    colour_shape,
+    count_with_timeout,
+    fraud_rules,
+    model_serving,
+    nested_types,
+    pyflink_broadcast_tests,
+)
+from tests.spark.corpus import Program
+from tests.spark.differential import (
+    harness_outputs,
+    read_stream,
+    spark_outputs,
+    with_watermark,
+    write_batch_file,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -108,3 +129,111 @@ def test_objects_and_rows_in_keyed_state_survive_a_restart_on_two_subtasks(spark
                                     ("b", "t6", "many", 1.0)]
     # the Row in state (current[1] += 1) counted across the restart; its timers fired
     assert both["counts"] == [("a", 2), ("b", 2)]
+
+
+# ---------------------------------- PyFlink's Types as written (issue 38): the corpus on Spark
+
+DOCS_RULES = broadcast_state_docs.MyKeyedBroadcastProcessFunction()._rule_state_desc
+RULE_ROWS = "name string, first string, second string, ts long"
+PYFLINK_CORPUS = (
+    Program(  # the docs' Python tab: its items are Item objects, Spark's elements are Rows
+        "docs", broadcast_state_docs.MyKeyedBroadcastProcessFunction, (DOCS_RULES,),
+        "color string, shape string, name string, ts long", RULE_ROWS, Types.STRING(),
+        (([{"name": "rect-tri", "first": "RECTANGLE", "second": "TRIANGLE", "ts": 1}],
+          [{"color": "RED", "shape": "RECTANGLE", "name": "r0", "ts": 2},
+           {"color": "RED", "shape": "TRIANGLE", "name": "r1", "ts": 3}]),),
+        key="color"),
+    Program(  # test_co_broadcast_process: its main elements are ints, Spark's are Rows
+        "co_broadcast_process",
+        lambda: pyflink_broadcast_tests.MyBroadcastProcessFunction(
+            pyflink_broadcast_tests.mapping_desc),
+        (pyflink_broadcast_tests.mapping_desc,), "f0 long, ts long", "f0 long, f1 string, ts long",
+        Types.STRING(),
+        (([{"f0": 0, "f1": "a", "ts": 1}, {"f0": 1, "f1": "b", "ts": 2}],
+          [{"f0": v, "ts": 10 + v} for v in range(1, 6)]),)),
+    Program(  # test_keyed_co_broadcast_process; the second batch moves Spark's watermark on
+        "keyed_co_broadcast_process",
+        lambda: pyflink_broadcast_tests.MyKeyedBroadcastProcessFunction(
+            pyflink_broadcast_tests.mapping_desc),
+        (pyflink_broadcast_tests.mapping_desc,), "f0 long, f1 string, ts long",
+        "f0 long, f1 string, f2 string, ts long", Types.STRING(),
+        (([{"f0": k, "f1": "1603708215000", "f2": s, "ts": 1603708215000}
+           for k, s in [(0, "a"), (1, "b")]],
+          [{"f0": v, "f1": str(1603708210000 + 1000 * v), "ts": 1603708210000 + 1000 * v}
+           for v in range(1, 5)]),
+         ([], [{"f0": 5, "f1": "1603708230000", "ts": 1603708230000}])),
+        key="f0", timers=True),
+    Program(
+        "co_broadcast_side_output", pyflink_broadcast_tests.SideOutputBroadcastProcessFunction,
+        (pyflink_broadcast_tests.dummy_desc,), "f0 string, f1 long, ts long",
+        "f0 long, f1 string, ts long", Types.STRING(),
+        (([{"f0": 3, "f1": "d", "ts": 1}, {"f0": 4, "f1": "f", "ts": 2}],
+          [{"f0": s, "f1": i, "ts": 10 + i} for i, s in enumerate("abc")]),),
+        side_outputs=(pyflink_broadcast_tests.tag,)),
+    Program(
+        "keyed_co_broadcast_side_output",
+        pyflink_broadcast_tests.SideOutputKeyedBroadcastProcessFunction,
+        (pyflink_broadcast_tests.dummy_desc,), "f0 string, f1 long, ts long",
+        "f0 long, f1 string, ts long", Types.STRING(),
+        (([{"f0": 5, "f1": "c", "ts": 1}, {"f0": 6, "f1": "d", "ts": 2}],
+          [{"f0": s, "f1": i, "ts": 10 + i} for i, s in enumerate("abab")]),),
+        key="f0", side_outputs=(pyflink_broadcast_tests.tag,)),
+    Program(
+        "nested_types", nested_types.PairShapes, (nested_types.RULES,),
+        "id long, color string, shape string, ts long", RULE_ROWS, nested_types.OUTPUT_TYPE,
+        (([{"name": "sq-tri", "first": "square", "second": "triangle", "ts": 1}],
+          [{"id": 1, "color": "red", "shape": "square", "ts": 10},
+           {"id": 2, "color": "blue", "shape": "square", "ts": 11}]),
+         ([], [{"id": 3, "color": "red", "shape": "triangle", "ts": 20},
+               {"id": 4, "color": "blue", "shape": "circle", "ts": 21}])),
+        key="color", side_outputs=(nested_types.UNMATCHED,)),
+)
+
+
+def _harness_at(program: Program, parallelism: int) -> dict[str, Counter]:
+    """The harness's outputs as ``parallelism`` subtasks give them: each applies every
+    broadcast element and emits what ``process_broadcast_element`` yields (a broadcast dead
+    letter is reported once); the main elements' outputs do not depend on which subtask."""
+    outputs = harness_outputs(program)
+    copies = harness_outputs(program, [(bcast, []) for bcast, _ in program.batches])
+    for name, counter in copies.items():
+        if name != DEAD_LETTERS.tag_id:
+            for _ in range(parallelism - 1):
+                outputs[name] += counter
+    return outputs
+
+
+def _values(counter: Counter) -> list:
+    """A one-column output's values (a side output's payload is the bare value)."""
+    found = [json.loads(text) for text in counter.elements()]
+    return sorted(v["value"] if isinstance(v, dict) else v for v in found)
+
+
+def test_pyflink_programs_as_written_give_the_harness_outputs_on_spark(spark, tmp_path):
+    runs = spark_outputs(spark, list(PYFLINK_CORPUS), 2, stream_dir=tmp_path)
+    for program in PYFLINK_CORPUS:
+        assert runs[program.name] == _harness_at(program, 2), program.name
+    tests = pyflink_broadcast_tests
+    for name, (main, side) in [
+            ("co_broadcast_side_output", tests.CO_BROADCAST_SIDE_OUTPUT_EXPECTED),
+            ("keyed_co_broadcast_side_output", tests.KEYED_CO_BROADCAST_SIDE_OUTPUT_EXPECTED)]:
+        assert _values(runs[name]["main"]) == main, name  # PyFlink's own expected outputs
+        assert _values(runs[name]["side"]) == side, name
+    # PyFlink's outputs, and the match of the element added to move the watermark on
+    assert _values(runs["keyed_co_broadcast_process"]["main"]) == sorted(
+        [*tests.KEYED_CO_BROADCAST_PROCESS_EXPECTED, "value: b5, ts: 1603708230000"])
+    [match] = runs["nested_types"]["main"].elements()
+    assert json.loads(match) == {"rule": "sq-tri", "color": "red", "pairs": [
+        {"first": 1, "second": 3}], "shapes_seen": ["square", "triangle"]}
+    assert [json.loads(u) for u in runs["nested_types"]["unmatched"]] == [
+        {"id": 4, "color": "blue", "shape": "circle"}]
+    # where the program cannot run unchanged: its elements are Rows, not the source's objects
+    docs_letters = [json.loads(d) for d in runs["docs"][DEAD_LETTERS.tag_id].elements()]
+    assert len(docs_letters) == 2 and all(
+        d["callback"] == "process_element" and "has no attribute 'get_shape'" in d["error"]
+        for d in docs_letters)
+    int_letters = [json.loads(d) for d in
+                   runs["co_broadcast_process"][DEAD_LETTERS.tag_id].elements()]
+    assert len(int_letters) == 5 and all("unsupported operand type(s) for %" in d["error"]
+                                         for d in int_letters)
+    assert _values(runs["co_broadcast_process"]["main"]) == ["0a", "0a", "1b", "1b"]

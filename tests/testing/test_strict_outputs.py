@@ -9,7 +9,7 @@ import typing
 
 import pytest
 
-from sparkcast import BroadcastProcessFunction, MapStateDescriptor, OutputTag, Types
+from sparkcast import BroadcastProcessFunction, MapStateDescriptor, OutputTag, Row, Types
 from sparkcast.core.output_codec import decode_output, encode_output
 from sparkcast.errors import OutputTypeError
 from sparkcast.testing import BroadcastHarness
@@ -128,6 +128,16 @@ def test_pyflink_types_type_the_main_and_side_outputs():
     assert len(h.dead_letters()) == 2
     h.process_element([(review, {"user": "w", "n": 3})])
     assert h.side_output(review) == [{"user": "w", "n": 3}]
+
+
+def test_pyflink_rows_inside_nested_struct_columns_map_by_name_or_position():
+    pair = Types.ROW_NAMED(["first", "second"], [Types.INT(), Types.INT()])
+    h = harness(Types.ROW_NAMED(["pairs", "top"], [Types.LIST(pair), Types.ROW([Types.STRING()])]))
+    h.process_element([Row(pairs=[Row(second=2, first=1)], top=Row("x")),
+                       Row(pairs=[Row(first=1.5, second=2)], top=Row("y"))])
+    assert [(o.pairs[0].first, o.pairs[0].second, o.top[0]) for o in h.output()] == [(1, 2, "x")]
+    [letter] = h.dead_letters()  # 1.5 is no int, inside the nested Row too
+    assert "field 'pairs' expects array<struct<first:bigint,second:bigint>>" in letter.error
 
 
 def test_pickled_byte_array_outputs_are_codec_text_that_reads_back_as_objects():

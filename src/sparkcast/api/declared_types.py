@@ -30,6 +30,7 @@ from sparkcast.errors import PipelineError
 SCALARS: dict[type, str] = {
     str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes",
     decimal.Decimal: "Decimal", datetime.datetime: "datetime", datetime.date: "date",
+    datetime.time: "time",
 }
 _CONTAINERS = {list: "list", tuple: "tuple", dict: "map", set: "set", frozenset: "set",
                Row: "tuple"}

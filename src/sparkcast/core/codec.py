@@ -10,7 +10,7 @@ tuple / Row             ``{"$t": [...]}`` / ``{"$r": [names], "v": [...]}``
 bytes                   ``{"$b": "<base64>"}``
 dict, non-str keys      ``{"$m": [[k, v], ...]}``
 set / frozenset         ``{"$s": [...]}``
-datetime / date         ``{"$dt": iso}`` / ``{"$d": iso}``
+datetime / date / time  ``{"$dt": iso}`` / ``{"$d": iso}`` / ``{"$tm": iso}``
 Decimal, nan/inf        ``{"$dec": str}``, ``{"$f": "nan"}``
 numpy array             ``{"$nd": dtype, "shape": [...], "b": base64}``
 dataclass               ``{"$o": "Qual.Name", "v": {field: value, ...}}``
@@ -169,6 +169,8 @@ def _special_to_json(value: Any, canonical: bool) -> Any:
         return {"$dt": value.isoformat()}
     if isinstance(value, datetime.date):
         return {"$d": value.isoformat()}
+    if isinstance(value, datetime.time):
+        return {"$tm": value.isoformat()}
     if isinstance(value, decimal.Decimal):
         return {"$dec": str(value)}
     if isinstance(value, np.ndarray):
@@ -186,8 +188,8 @@ def _special_to_json(value: Any, canonical: bool) -> Any:
                 "v": {k: _to_json(v, canonical) for k, v in plain_state(value).items()}}
     raise StateSerializationError(
         f"cannot store a {type(value).__name__} in state: use JSON-like values (str, int, float, "
-        "bool, None, list, dict, tuple, Row, bytes, set, datetime, Decimal, numpy arrays), "
-        "dataclasses, Enum, NamedTuple or objects of your classes"
+        "bool, None, list, dict, tuple, Row, bytes, set, datetime, time, Decimal, numpy "
+        "arrays), dataclasses, Enum, NamedTuple or objects of your classes"
     )
 
 
@@ -240,6 +242,8 @@ def _plain_tagged(tag: str, body: Any, data: dict, types: Resolver | None) -> An
         return datetime.datetime.fromisoformat(body)
     if tag == "$d":
         return datetime.date.fromisoformat(body)
+    if tag == "$tm":
+        return datetime.time.fromisoformat(body)
     if tag == "$dec":
         return decimal.Decimal(body)
     if tag == "$f":
@@ -266,9 +270,10 @@ def hashable(value: Any) -> Any:
 
 
 _LEAVES = frozenset({str, int, float, bool, type(None), bytes, bytearray, memoryview,
-                     datetime.datetime, datetime.date, decimal.Decimal})
+                     datetime.datetime, datetime.date, datetime.time, decimal.Decimal})
 
-_SUBCLASSED_LEAVES = (np.generic, bytes, bytearray, memoryview, datetime.date, decimal.Decimal)
+_SUBCLASSED_LEAVES = (np.generic, bytes, bytearray, memoryview, datetime.date, datetime.time,
+                      decimal.Decimal)
 
 
 def check_storable(value: Any, where: str = "state") -> bool:

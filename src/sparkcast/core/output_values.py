@@ -65,7 +65,8 @@ def plain(value: Any, kind: pa.DataType) -> Any:
     if value is None:
         return None
     if pa.types.is_struct(kind):
-        fields = None if isinstance(value, (dict, tuple, list)) else object_fields(value)
+        fields = _row_fields(value, kind) if isinstance(value, Row) else (
+            None if isinstance(value, (dict, tuple, list)) else object_fields(value))
         if fields is None:
             return value
         made = {}
@@ -80,6 +81,13 @@ def plain(value: Any, kind: pa.DataType) -> Any:
     if pa.types.is_map(kind) and isinstance(value, dict):
         return {k: plain(v, kind.item_type) for k, v in value.items()}
     return value
+
+
+def _row_fields(value: Row, kind: pa.DataType) -> dict[str, Any]:
+    """A PyFlink ``Row`` (not a tuple, so Arrow cannot take it) in a struct position: its
+    fields by name, or by position when it has no names."""
+    names = value.__fields__ or [child.name for child in kind][:len(value)]
+    return dict(zip(names, value, strict=True))
 
 
 def has_struct(kind: pa.DataType) -> bool:
