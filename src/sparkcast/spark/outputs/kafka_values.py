@@ -6,11 +6,12 @@ id) concatenated in front when ``confluent``; the part writers produce the bytes
 Spark matches the output's columns to the record's fields by name, and refuses a mismatch only
 when it builds the encoder, in the first task: ``check_avro`` builds one on the driver before
 the query starts, over a row of nulls, so a column the record lacks, a field the output lacks
-(without a default) or a type that does not convert is refused with Avro's reason. A null in a
-field the Avro schema does not allow null is refused per row by Spark's encoder while the
-batch is written (Spark's ``AVRO_CANNOT_WRITE_NULL_FIELD``, a ``SinkError`` naming the field):
-as a JDBC table's ``NOT NULL`` column, the batch is not written and a restart after the fix
-(a ``["null", ...]`` union in the schema, or a value from the function) writes it once.
+(unless a ``["null", ...]`` union, written null) or a type that does not convert is refused
+with Avro's reason. A null in a field the Avro schema does not allow null is refused per row
+by Spark's encoder while the batch is written (Spark's ``AVRO_CANNOT_WRITE_NULL_FIELD``, a
+``SinkError`` naming the field): as a JDBC table's ``NOT NULL`` column, the batch is not
+written and a restart after the fix (a ``["null", ...]`` union in the schema, or a value from
+the function) writes it once.
 """
 
 from __future__ import annotations
