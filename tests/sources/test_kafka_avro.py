@@ -3,7 +3,7 @@
 the main and the broadcast side of a second pipeline; records that do not decode (bad bytes, a
 wrong magic byte, another schema id, a header cut short) become dead letters naming their
 topic, partition and offset, and the records around them are read. Checks before start on
-both sides."""
+both sides; a null in a field the Avro schema does not allow null fails the batch."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import json
 from collections import Counter
 
 import pytest
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -21,6 +22,7 @@ from sparkcast.sources import kafka_topic
 from sparkcast.spark import Stream, read_output
 from tests.sources.test_kafka_topic import topic_name
 from tests.spark import sink_pipeline as pipeline
+from tests.spark.differential import read_stream, write_batch_file
 
 pytestmark = pytest.mark.spark
 
@@ -111,6 +113,10 @@ def test_an_avro_schema_that_does_not_take_the_output_is_refused_before_start(
     kafka_broker.create_topic("avro-checked")
     sink = sinks.kafka(kafka_broker.bootstrap, "avro-checked", schema=SCALED)
     sink.check("main", output, spark)  # the columns fit (nulls aside)
+    with_note = json.loads(SCALED.schema)
+    with_note["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
+    sinks.kafka(kafka_broker.bootstrap, "avro-checked", schema=Avro(json.dumps(with_note))).check(
+        "main", output, spark)  # a nullable field the output lacks is written null
     for schema, columns, message in [
         (Avro(_record("S", "string")), output, "Cannot convert SQL field 'scaled'"),
         (SCALED, StructType.fromDDL("id long"), "scaled"),
@@ -147,3 +153,32 @@ def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
     ]:
         with pytest.raises(PipelineError, match=message):
             kafka_topic(spark, "127.0.0.1:1", "t", schema, **kwargs)
+
+
+class Halves(BroadcastProcessFunction):
+    """Yields no value for an odd id: a null the Avro schema does not allow."""
+
+    def process_broadcast_element(self, value, ctx):
+        pass
+
+    def process_element(self, value, ctx):
+        yield value.id, None if value.id % 2 else value.id / 2
+
+
+def test_a_null_in_a_non_null_avro_field_fails_the_batch_naming_the_field(
+        spark, kafka_broker, tmp_path):
+    topic = topic_name("avro-nulls")
+    kafka_broker.create_topic(topic)
+    write_batch_file(tmp_path / "events", 0, [{"id": i} for i in range(4)])
+    write_batch_file(tmp_path / "rules", 0, [])
+    events = read_stream(spark, "id long, _corrupt_record string", tmp_path / "events")
+    rules = read_stream(spark, "name string, _corrupt_record string", tmp_path / "rules")
+    query = Stream(events).connect(Stream(rules).broadcast(BIGS)).process(
+        Halves(), "id long, scaled double").write_stream(
+        checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True},
+        sinks={"main": sinks.kafka(kafka_broker.bootstrap, topic, schema=SCALED)})
+    with pytest.raises(StreamingQueryException):
+        query.awaitTermination()
+    assert "AVRO_CANNOT_WRITE_NULL_FIELD" in str(query.exception())
+    assert "`scaled`" in str(query.exception())
+    assert kafka_broker.read(topic) == []  # no part of the batch was committed
