@@ -9,9 +9,10 @@ the query starts, over a row of nulls, so a column the record lacks, a field the
 (unless a ``["null", ...]`` union, written null) or a type that does not convert is refused
 with Avro's reason. A null in a field the Avro schema does not allow null is refused per row
 by Spark's encoder while the batch is written (Spark's ``AVRO_CANNOT_WRITE_NULL_FIELD``, a
-``SinkError`` naming the field): as a JDBC table's ``NOT NULL`` column, the batch is not
-written and a restart after the fix (a ``["null", ...]`` union in the schema, or a value from
-the function) writes it once.
+``SinkError`` naming the field): as a JDBC table's ``NOT NULL`` column. The rows are encoded
+before the shuffle into parts, so the batch fails before any part's transaction begins, and a
+restart after the fix (a ``["null", ...]`` union in the schema, or a value from the function)
+writes it once.
 """
 
 from __future__ import annotations
