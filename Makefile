@@ -12,8 +12,9 @@ export SPARKCAST_JARS := $(CURDIR)/$(JARS)
 
 install: $(STAMP) $(JARS_STAMP)
 
-# Spark's Kafka connector and Delta (spark.jars of the tests and demos), Kafka's broker (the
-# throwaway broker of the tests and `make demo-kafka`); fetched here, never while tests run
+# Spark's Kafka connector, spark-avro and Delta (spark.jars of the tests and demos), Kafka's
+# broker (the throwaway broker of the tests and `make demo-kafka`); fetched here, never while
+# tests run
 $(JARS_STAMP): jvm/spark/pom.xml jvm/kafka-broker/pom.xml
 	@command -v mvn >/dev/null || (apt-get update -q && apt-get install -y -q maven)
 	@for part in spark kafka-broker; do \

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sparkcast.api.formats import Avro
 from sparkcast.spark.outputs.kafka import KafkaSink
 from sparkcast.spark.outputs.targets import DeltaSink, FilesSink, JdbcSink, Sink, TableSink
 
@@ -57,9 +58,11 @@ def delta(path: str | None = None, *, table: str | None = None,
 def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
           options: Mapping[str, Any] | None = None, parallelism: int = 4,
           marker_topic: str = "_sparkcast_markers",
-          transactional_id_prefix: str | None = None) -> KafkaSink:
-    """Produce each row to ``topic`` as a JSON object of its columns (``key``: the column whose
-    text is the record key), exactly once for consumers with ``isolation.level=read_committed``:
+          transactional_id_prefix: str | None = None, schema: Avro | None = None) -> KafkaSink:
+    """Produce each row to ``topic`` as a JSON object of its columns, or with
+    ``schema=Avro(...)`` as an Avro record of them, plain or in Confluent's wire format
+    (``key``: the column whose text is the record key), exactly once for consumers with
+    ``isolation.level=read_committed``:
     every micro-batch is written in ``parallelism`` Kafka transactions (one per part, rows split
     by key), each with a marker on ``marker_topic`` that makes a replay skip what was committed.
     ``options`` are librdkafka settings (``security.protocol``, ``sasl.*``, ...; Spark's
@@ -70,7 +73,7 @@ def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
     for ``read_committed`` also see aborted attempts."""
     return KafkaSink(bootstrap_servers, topic, key,
                      {k: str(v) for k, v in (options or {}).items()}, parallelism, marker_topic,
-                     transactional_id_prefix)
+                     transactional_id_prefix, schema)
 
 
 def jdbc(url: str, table: str, properties: Mapping[str, Any] | None = None, *,

@@ -1,4 +1,5 @@
-"""The user API, pure Python: functions, contexts, state, descriptors, timers, tags, TTL."""
+"""The user API, pure Python: functions, contexts, state, descriptors, timers, tags, TTL,
+Kafka value formats."""
 
 from sparkcast.api.aggregate_functions import AggregateFunction, ReduceFunction
 from sparkcast.api.descriptors import (
@@ -9,6 +10,7 @@ from sparkcast.api.descriptors import (
     StateDescriptor,
     ValueStateDescriptor,
 )
+from sparkcast.api.formats import Avro
 from sparkcast.api.functions import (
     BaseBroadcastProcessFunction,
     BroadcastProcessFunction,
@@ -42,6 +44,7 @@ __all__ = [
     "AggregateFunction",
     "AggregatingState",
     "AggregatingStateDescriptor",
+    "Avro",
     "BaseBroadcastProcessFunction",
     "BroadcastProcessFunction",
     "BroadcastState",

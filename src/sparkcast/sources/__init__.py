@@ -1,6 +1,7 @@
 """Streaming inputs from outside files: ``postgres_table`` reads a PostgreSQL table as a stream
-of its changed rows, ``kafka_topic`` a Kafka topic's JSON records through Spark's own Kafka
-source (docs/sources.md); either can be the broadcast side, e.g. rules that change at run time."""
+of its changed rows, ``kafka_topic`` a Kafka topic's JSON or Avro records (``sparkcast.Avro``)
+through Spark's own Kafka source (docs/sources.md); either can be the broadcast side, e.g.
+rules that change at run time."""
 
 from sparkcast.sources.kafka import kafka_topic
 from sparkcast.sources.postgres import postgres_table, version_trigger_sql

@@ -1,10 +1,11 @@
-"""``kafka_topic``: a Kafka topic as a streaming DataFrame of its JSON values, by Spark's own
-Kafka source (PyFlink: ``KafkaSource`` with a JSON deserialization schema).
+"""``kafka_topic``: a Kafka topic as a streaming DataFrame of its JSON or Avro values, by Spark's
+own Kafka source (PyFlink: ``KafkaSource`` with a JSON or Avro deserialization schema).
 
-The value of each record is parsed in the JVM (``from_json``, permissive, no Python on the hot
-path) into ``schema``'s columns. A record that does not fit never reaches the function and
-never stops the stream: it keeps its place as a ``_corrupt_record`` row holding JSON with its
-topic, partition, offset, reason, key and raw value, which sparkcast's malformed-input route
+The value of each record is parsed in the JVM (``from_json`` for JSON, ``from_avro`` for an
+``Avro``, permissive, no Python on the hot path; ``kafka_values.py``) into the schema's
+columns. A record that does not fit never reaches the function and never stops the stream: it
+keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partition, offset,
+reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
 Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
@@ -31,7 +32,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from sparkcast.api.formats import Avro
 from sparkcast.errors import PipelineError
+from sparkcast.sources.kafka_values import ValueReader, value_reader
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 #: the record's metadata ``metadata=`` can add, each as column ``kafka_<name>``
@@ -45,11 +48,13 @@ _DEFAULTS = {"startingOffsets": "earliest", "kafka.isolation.level": "read_commi
              "kafka.fetch.max.wait.ms": "50"}
 
 
-def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | StructType, *,
-                key: str | None = None, tombstone: str | None = None,
-                metadata: Iterable[str] = (), options: Mapping[str, str] | None = None
-                ) -> DataFrame:
-    """The records of ``topic`` as a stream of ``schema``'s columns, parsed from JSON values.
+def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
+                schema: str | StructType | Avro, *, key: str | None = None,
+                tombstone: str | None = None, metadata: Iterable[str] = (),
+                options: Mapping[str, str] | None = None) -> DataFrame:
+    """The records of ``topic`` as a stream of ``schema``'s columns: parsed from JSON values
+    (``schema`` a DDL string or ``StructType``), or decoded from Avro ones (``schema`` an
+    ``Avro``: its record's fields are the columns; plain or Confluent-framed).
 
     ``key`` names a string column that holds the record's key (UTF-8); a schema field of that
     name is filled from the key, which identifies the record in Kafka (compaction keeps the
@@ -65,14 +70,19 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | St
     over the defaults ``startingOffsets=earliest``, ``kafka.isolation.level=read_committed``
     (a topic ``sinks.kafka`` wrote is read exactly once) and ``kafka.fetch.max.wait.ms=50``.
     No message shows them."""
-    struct = _struct(schema)
-    names = struct.fieldNames()
-    _check(names, struct, key, tombstone, metadata, options or {})
+    _check_options(metadata, options or {})
+    values = value_reader(schema if isinstance(schema, Avro) else _struct(schema))
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
     raw = reader.options(**settings).load()
-    return _parsed(raw, struct, key, tombstone, list(metadata))
+    frame = raw.select(F.col("key").cast("string").alias("_k"),
+                       values.value(F.col("value")).alias("_v"),
+                       *[F.col(c) for c in METADATA.values()])
+    frame = frame.select("*", values.parsed().alias("_p"))
+    struct = values.struct(frame)
+    _check(struct, key, tombstone, metadata)
+    return _parsed(frame, values, struct, key, tombstone, list(metadata))
 
 
 def _struct(schema: str | StructType) -> StructType:
@@ -80,12 +90,12 @@ def _struct(schema: str | StructType) -> StructType:
 
     struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
     if not isinstance(struct, StructType):
-        raise PipelineError(f"schema must be a struct (DDL or StructType), not {schema!r}")
+        raise PipelineError(f"schema must be a struct (DDL or StructType) or an Avro, not "
+                            f"{schema!r}")
     return struct
 
 
-def _check(names: list[str], struct: StructType, key: str | None, tombstone: str | None,
-           metadata: Iterable[str], options: Mapping[str, str]) -> None:
+def _check_options(metadata: Iterable[str], options: Mapping[str, str]) -> None:
     """Refuse what would go wrong later, naming the fix (never an option's value)."""
     chosen = [o for o in options if o in _TOPIC_OPTIONS]
     if chosen:
@@ -94,6 +104,12 @@ def _check(names: list[str], struct: StructType, key: str | None, tombstone: str
     unknown = [m for m in metadata if m not in METADATA]
     if unknown:
         raise PipelineError(f"metadata {unknown}: choose from {', '.join(METADATA)}")
+
+
+def _check(struct: StructType, key: str | None, tombstone: str | None,
+           metadata: Iterable[str]) -> None:
+    """Refuse columns that would clash or cannot be filled, naming the fix."""
+    names = struct.fieldNames()
     if CORRUPT_COLUMN in names:
         raise PipelineError(f"{CORRUPT_COLUMN} is added by kafka_topic; leave it out of schema")
     if key is not None and key in names and struct[key].dataType != StringType():
@@ -111,17 +127,10 @@ def _check(names: list[str], struct: StructType, key: str | None, tombstone: str
                             "rename one")
 
 
-def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str | None,
-            metadata: list[str]) -> DataFrame:
-    text = F.col("value").cast("string")
-    with_corrupt = StructType([*[StructField(f.name, f.dataType, True) for f in struct.fields],
-                               StructField(CORRUPT_COLUMN, StringType(), True)])
-    parsed = F.from_json(text, with_corrupt, {"mode": "PERMISSIVE",
-                                              "columnNameOfCorruptRecord": CORRUPT_COLUMN})
-    frame = raw.select(F.col("key").cast("string").alias("_k"), text.alias("_v"),
-                       parsed.alias("_p"), *[F.col(c) for c in METADATA.values()])
+def _parsed(frame: DataFrame, values: ValueReader, struct: StructType, key: str | None,
+            tombstone: str | None, metadata: list[str]) -> DataFrame:
     # the reason once per row: the condition and the dead letter's text both read it
-    frame = frame.select("*", _reason(struct, tombstone is not None, key).alias("_why"))
+    frame = frame.select("*", _reason(values, struct, tombstone is not None, key).alias("_why"))
     reason = F.col("_why")
     columns = [_field(f, key) for f in struct.fields]
     if key is not None and key not in struct.fieldNames():
@@ -129,7 +138,7 @@ def _parsed(raw: DataFrame, struct: StructType, key: str | None, tombstone: str 
     if tombstone is not None:
         columns.append(F.col("_v").isNull().alias(tombstone))
     columns += [F.col(METADATA[m]).alias(f"kafka_{m}") for m in metadata]
-    corrupt = F.when(reason.isNotNull(), _letter(reason))
+    corrupt = F.when(reason.isNotNull(), _letter(reason, values))
     return frame.select(*columns, corrupt.alias(CORRUPT_COLUMN))
 
 
@@ -139,17 +148,15 @@ def _field(field: StructField, key: str | None) -> Column:
     return F.col("_p").getField(field.name).alias(field.name)
 
 
-def _reason(struct: StructType, tombstones: bool, key: str | None) -> Column:
+def _reason(values: ValueReader, struct: StructType, tombstones: bool, key: str | None
+            ) -> Column:
     """Why a record does not fit (null when it does): the first reason that applies."""
-    value, corrupt = F.col("_v"), F.col("_p").getField(CORRUPT_COLUMN)
     if tombstones:
         null_value = F.when(F.col("_k").isNull(), F.lit("a tombstone (null value) without a key"))
     else:
         null_value = F.lit("a tombstone (null value), and kafka_topic was given no tombstone "
                            "column to carry it")
-    checks = [(value.isNull(), null_value),
-              (F.json_object_keys(value).isNull(), F.lit("the value is not a JSON object")),
-              (corrupt.isNotNull(), _misfit(struct))]
+    checks = [(F.col("_v").isNull(), null_value), *values.reasons()]
     for field in struct.fields:
         if not field.nullable:
             present = F.col("_k") if field.name == key else F.col("_p").getField(field.name)
@@ -162,19 +169,8 @@ def _reason(struct: StructType, tombstones: bool, key: str | None) -> Column:
     return chain
 
 
-def _misfit(struct: StructType) -> Column:
-    """The fields whose JSON value is present but does not parse as the field's type."""
-    names = [F.when(F.get_json_object(F.col("_v"), f"$['{f.name}']").isNotNull()
-                    & F.col("_p").getField(f.name).isNull(),
-                    F.lit(f"{f.name} ({f.dataType.simpleString()})"))
-             for f in struct.fields if "'" not in f.name]
-    wrong = F.concat_ws(", ", *names) if names else F.lit("")
-    return F.when(wrong != "", F.concat(F.lit("does not fit the schema: "), wrong)).otherwise(
-        F.lit("the value does not parse as the schema"))
-
-
-def _letter(reason: Column) -> Column:
+def _letter(reason: Column, values: ValueReader) -> Column:
     """The dead letter's value: where the record is, why it was refused, what it held."""
     return F.to_json(F.struct(F.col("topic").alias("topic"), F.col("partition").alias("partition"),
                               F.col("offset").alias("offset"), reason.alias("reason"),
-                              F.col("_k").alias("key"), F.col("_v").alias("value")))
+                              F.col("_k").alias("key"), values.raw_value()))

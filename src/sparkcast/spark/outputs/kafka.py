@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sparkcast.api.formats import Avro
 from sparkcast.errors import SinkError
 from sparkcast.spark.outputs.kafka_transactions import (
     PartWriter,
@@ -39,17 +40,18 @@ from sparkcast.spark.outputs.kafka_transactions import (
     marker_key,
     read_markers,
 )
+from sparkcast.spark.outputs.kafka_values import check_avro, encoded
 
 MARKER_TOPIC = "_sparkcast_markers"
-#: the frame each part writer reads: the record key and value as text, the emission order
+#: the frame each part writer reads: the record key and value, the emission order
 _ORDER = "_sparkcast_order"
 
 
 @dataclass(frozen=True)
 class KafkaSink:
     """``kafka(bootstrap_servers, topic, key=..., options=...)``: each output row a JSON object
-    of its columns (``key``: a column whose text is the record key); exactly once for
-    ``read_committed`` consumers."""
+    of its columns, or with ``schema=Avro(...)`` an Avro record (``key``: a column whose text is
+    the record key); exactly once for ``read_committed`` consumers."""
 
     bootstrap_servers: str
     topic: str
@@ -58,6 +60,7 @@ class KafkaSink:
     parallelism: int = 4
     marker_topic: str = MARKER_TOPIC
     transactional_id_prefix: str | None = None
+    schema: Avro | None = None
 
     def describe(self) -> str:  # never the options: they may hold credentials
         return f"kafka({self.bootstrap_servers!r}, {self.topic!r})"
@@ -67,13 +70,16 @@ class KafkaSink:
         return {**librdkafka_settings(self.options), "bootstrap.servers": self.bootstrap_servers}
 
     def check(self, output: str, schema: StructType, spark: Any) -> None:
-        """The key column exists, the topic exists, the marker topic exists (made compacted)."""
+        """The key column exists, an Avro schema takes the output's columns, the topic exists,
+        the marker topic exists (made compacted)."""
         where = f"output {output!r}, sink {self.describe()}"
         if self.key is not None and self.key not in schema.fieldNames():
             raise SinkError(f"{where}: key column {self.key!r} is not a column of the output "
                             f"({schema.simpleString()})")
         if self.parallelism < 1:
             raise SinkError(f"{where}: parallelism must be at least 1")
+        if self.schema is not None:
+            check_avro(where, self.schema, schema, spark)
         topics = self._topics(where)
         if self.topic not in topics:
             raise SinkError(f"{where}: topic {self.topic!r} does not exist; create it (e.g. "
@@ -125,7 +131,7 @@ class KafkaWriter:
             return  # a replay of a batch Kafka has in full
         writer = PartWriter(sink.settings, sink.topic, sink.marker_topic, prefix, output,
                             batch_id, sink.parallelism, committed)
-        written = (_records(frame, sink.key).repartition(sink.parallelism, "part_by")
+        written = (_records(frame, sink.key, sink.schema).repartition(sink.parallelism, "part_by")
                    .sortWithinPartitions(_ORDER).select("key", "value")
                    .mapInArrow(writer, "part int, records long").collect())
         for row in written:
@@ -145,9 +151,10 @@ class KafkaWriter:
         return markers
 
 
-def _records(frame: DataFrame, key: str | None) -> DataFrame:
-    """Key and value as text, the part's hash input, and the order the rows were emitted in."""
-    value = F.to_json(F.struct(*[F.col(f"`{n}`") for n in frame.columns]))
+def _records(frame: DataFrame, key: str | None, schema: Avro | None) -> DataFrame:
+    """Key as text, value as JSON text or Avro bytes, the part's hash input, and the order the
+    rows were emitted in."""
+    value = encoded(F.struct(*[F.col(f"`{n}`") for n in frame.columns]), schema)
     key_text = F.col(f"`{key}`").cast("string") if key is not None else F.lit(None).cast("string")
     return frame.select(key_text.alias("key"), value.alias("value"),
                         F.monotonically_increasing_id().alias(_ORDER)).withColumn(

@@ -1,0 +1,81 @@
+"""The value ``sinks.kafka`` writes for a row: a JSON object of its columns, or an Avro record
+(``schema=Avro(...)``), encoded in the JVM before the part writers get the rows.
+
+Avro is spark-avro's ``to_avro`` with the given schema, Confluent's header (magic byte, schema
+id) concatenated in front when ``confluent``; the part writers produce the bytes as they are.
+Spark matches the output's columns to the record's fields by name, and refuses a mismatch only
+when it builds the encoder, in the first task: ``check_avro`` builds one on the driver before
+the query starts, over a row of nulls, so a column the record lacks, a field the output lacks
+(unless a ``["null", ...]`` union, written null) or a type that does not convert is refused
+with Avro's reason. A null in a field the Avro schema does not allow null is refused per row
+by Spark's encoder while the batch is written (Spark's ``AVRO_CANNOT_WRITE_NULL_FIELD``, a
+``SinkError`` naming the field): as a JDBC table's ``NOT NULL`` column. The rows are encoded
+before the shuffle into parts, so the batch fails before any part's transaction begins, and a
+restart after the fix (a ``["null", ...]`` union in the schema, or a value from the function)
+writes it once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from sparkcast.api.formats import Avro, spark_avro_missing
+from sparkcast.errors import PipelineError, SinkError
+
+#: Spark's error for a null in a field the Avro schema does not allow null (the encoder exists)
+_NULL_FIELD = "AVRO_CANNOT_WRITE_NULL_FIELD"
+
+
+def encoded(row: Column, schema: Avro | None) -> Column:
+    """``row`` (a struct of the output's columns) as the record value: JSON text, or Avro
+    bytes after Confluent's header when the schema says so."""
+    if schema is None:
+        return F.to_json(row)
+    from pyspark.sql.avro.functions import to_avro
+
+    try:
+        body = to_avro(row, schema.schema)
+    except TypeError as error:
+        if "JavaPackage" in str(error):
+            raise spark_avro_missing(error) from error
+        raise
+    return F.concat(F.lit(schema.header()), body) if schema.confluent else body
+
+
+def check_avro(where: str, avro: Avro, output: StructType, spark: Any) -> None:
+    """Refuse, before the query starts, an Avro schema the output's rows cannot be written
+    with (see the module's docstring), or Confluent framing without a schema id."""
+    try:
+        if avro.confluent:
+            avro.header()  # refuses a missing schema id
+    except PipelineError as error:
+        raise SinkError(f"{where}: {error}") from error
+    nulls = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in output.fields])
+    try:
+        spark.range(1).select(encoded(nulls, avro).alias("value")).collect()
+    except Exception as error:
+        if _condition(error) == _NULL_FIELD:
+            return  # the encoder was built: every column fits (nulls aside, see above)
+        raise SinkError(f"{where}: the output's columns ({output.simpleString()}) cannot be "
+                        f"written as the {avro.describe()}: {_avro_reason(error)}; make the "
+                        "Avro schema's fields the output's columns, by name and type") from error
+
+
+def _condition(error: BaseException) -> str | None:
+    """Spark's error condition of a captured error (PySpark's exceptions carry it)."""
+    condition = getattr(error, "getCondition", None)
+    return condition() if callable(condition) else None
+
+
+def _avro_reason(error: BaseException) -> str:
+    """Avro's own line from a failed task's error (Py4J wraps it in Spark's job failure)."""
+    text = str(error)
+    causes = [line.split("IncompatibleSchemaException:", 1)[1].strip()
+              for line in text.splitlines() if "IncompatibleSchemaException:" in line]
+    if causes:
+        return causes[-1]  # the innermost: the field that does not convert
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__

@@ -1,0 +1,184 @@
+"""Avro values on a REAL Kafka broker and real local Spark: the sink pipeline's outputs written by
+``sinks.kafka`` as plain Avro and as Confluent-framed Avro, then read back by ``kafka_topic`` as
+the main and the broadcast side of a second pipeline; records that do not decode (bad bytes, a
+wrong magic byte, another schema id, a header cut short) become dead letters naming their
+topic, partition and offset, and the records around them are read. Checks before start on
+both sides; a null in a field the Avro schema does not allow null fails the batch."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from sparkcast import Avro, BroadcastProcessFunction, MapStateDescriptor, sinks
+from sparkcast.errors import PipelineError, SinkError
+from sparkcast.sources import kafka_topic
+from sparkcast.spark import Stream, read_output
+from tests.sources.test_kafka_topic import topic_name
+from tests.spark import sink_pipeline as pipeline
+from tests.spark.differential import read_stream, write_batch_file
+
+pytestmark = pytest.mark.spark
+
+
+def _record(name: str, scaled: str = "double") -> str:
+    return json.dumps({"type": "record", "name": name, "namespace": "sparkcast.test",
+                       "fields": [{"name": "id", "type": "long"},
+                                  {"name": "scaled", "type": scaled}]})
+
+
+SCALED, BIG = Avro(_record("Scaled")), Avro(_record("Big"), confluent=True, schema_id=7)
+BIGS = MapStateDescriptor("bigs", str, float)
+
+
+class Joined(BroadcastProcessFunction):
+    """Each event with every broadcast row seen so far (all of them: one micro-batch)."""
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(BIGS).put(str(value.id), value.scaled)
+
+    def process_element(self, value, ctx):
+        yield value.id, value.scaled, json.dumps(sorted(ctx.get_broadcast_state(BIGS).items()))
+
+
+def _raw(spark, broker, *topics: str) -> list:
+    """The topics' committed records as Spark's batch Kafka reader sees them (value: bytes)."""
+    return (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", ",".join(topics))
+            .option("kafka.isolation.level", "read_committed").load()
+            .select(F.col("key").cast("string").alias("key"), "value", "topic", "partition",
+                    "offset").collect())
+
+
+def test_avro_and_confluent_avro_round_trip_and_misfits_are_dead_letters(
+        spark, kafka_broker, tmp_path):
+    plain, framed = topic_name("avro-main"), topic_name("avro-big")
+    kafka_broker.create_topic(plain, partitions=2)
+    kafka_broker.create_topic(framed)
+    pipeline.write_inputs(tmp_path, [0])
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+        "main": sinks.kafka(kafka_broker.bootstrap, plain, key="id", schema=SCALED,
+                            parallelism=2),
+        "big": sinks.kafka(kafka_broker.bootstrap, framed, schema=BIG, parallelism=1),
+        "dead_letters": sinks.files(str(tmp_path / "letters"))})
+    assert query.exception() is None
+    expected = pipeline.expected("streamed", 1)
+
+    written = _raw(spark, kafka_broker, framed)
+    assert {bytes(r.value[:5]) for r in written} == {b"\x00\x00\x00\x00\x07"}
+    good = bytes(written[0].value)
+    bad = {"bad-magic": b"\x01" + good[1:], "other-id": b"\x00\x00\x00\x00\x08" + good[5:],
+           "short": b"\x00\x00", "cut-body": good[:6]}
+    kafka_broker.produce(framed, list(bad.items()))
+    kafka_broker.produce(plain, [("garbage", b"\xff" * 10), ("truncated", b"\x02\x00")])
+    where = {(r.key, r.partition, r.offset): r.topic
+             for r in _raw(spark, kafka_broker, plain, framed)
+             if r.key in {*bad, "garbage", "truncated"}}
+    assert len(where) == 6
+
+    events = kafka_topic(spark, kafka_broker.bootstrap, plain, SCALED)
+    bigs = kafka_topic(spark, kafka_broker.bootstrap, framed, BIG)
+    out = str(tmp_path / "out")
+    Stream(events).connect(Stream(bigs).broadcast(BIGS)).process(
+        Joined(), "id long, scaled double, bigs string").write_stream(
+        out, str(tmp_path / "ckpt2"), trigger={"availableNow": True}).awaitTermination()
+
+    rows = read_output(spark, out).collect()
+    assert Counter((r.id, r.scaled) for r in rows) == expected["main"]
+    big_state = sorted((str(i), s) for i, s in expected["big"])
+    assert {r.bigs for r in rows} == {json.dumps(big_state)} and big_state
+    letters = [json.loads(r.value) for r in read_output(spark, out, "dead_letters").collect()]
+    assert {(d["key"], d["partition"], d["offset"]): d["topic"] for d in letters} == where
+    reasons = {d["key"]: d["reason"] for d in letters}
+    assert reasons == {
+        "bad-magic": "the first byte is 0x01, not the Confluent wire format's magic byte 0x00",
+        "other-id": "schema id 8, expected 7",
+        "short": "the value has 2 bytes, fewer than the Confluent wire format's 5-byte header",
+        "cut-body": f"the value does not decode as the {BIG.describe()}",
+        "garbage": f"the value does not decode as the {SCALED.describe()}",
+        "truncated": f"the value does not decode as the {SCALED.describe()}"}
+    assert {d["key"]: base64.b64decode(d["value_base64"]) for d in letters
+            if d["topic"] == framed} == bad
+
+
+def test_an_avro_schema_that_does_not_take_the_output_is_refused_before_start(
+        spark, kafka_broker):
+    output = StructType.fromDDL("id long, scaled double")
+    kafka_broker.create_topic("avro-checked")
+    sink = sinks.kafka(kafka_broker.bootstrap, "avro-checked", schema=SCALED)
+    sink.check("main", output, spark)  # the columns fit (nulls aside)
+    with_note = json.loads(SCALED.schema)
+    with_note["fields"].append({"name": "note", "type": ["null", "string"], "default": None})
+    sinks.kafka(kafka_broker.bootstrap, "avro-checked", schema=Avro(json.dumps(with_note))).check(
+        "main", output, spark)  # a nullable field the output lacks is written null
+    for schema, columns, message in [
+        (Avro(_record("S", "string")), output, "Cannot convert SQL field 'scaled'"),
+        (SCALED, StructType.fromDDL("id long"), "scaled"),
+        (SCALED, StructType.fromDDL("id long, scaled double, note string"), "note"),
+        (Avro(_record("S"), confluent=True), output, "schema_id=<id>"),
+    ]:
+        with pytest.raises(SinkError, match=message) as refused:
+            sinks.kafka(kafka_broker.bootstrap, "avro-checked", schema=schema).check(
+                "main", columns, spark)
+        assert "output 'main', sink kafka(" in str(refused.value)
+
+
+def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
+    rule = Avro(json.dumps({"type": "record", "name": "Rule", "fields": [
+        {"name": "name", "type": "string"}, {"name": "limit", "type": "double"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "note", "type": ["null", "string"], "default": None}]}),
+        confluent=True, schema_id=3)
+    frame = kafka_topic(spark, "127.0.0.1:1", "t", rule, key="name", tombstone="deleted",
+                        metadata=["offset"])
+    assert frame.columns == ["name", "limit", "tags", "note", "deleted", "kafka_offset",
+                             "_corrupt_record"]
+    assert frame.schema["tags"].dataType.simpleString() == "array<string>"
+
+    def with_field(name: str, kind: str) -> Avro:
+        return Avro(json.dumps({"type": "record", "name": "R",
+                                "fields": [{"name": name, "type": kind}]}))
+
+    for schema, kwargs, message in [
+        (with_field("_corrupt_record", "string"), {}, "leave it out of schema"),
+        (with_field("_sparkcast_decoded", "boolean"), {}, "leave it out of the Avro schema"),
+        (with_field("name", "long"), {"key": "name"}, "make it string"),
+        (with_field("kafka_offset", "long"), {"metadata": ["offset"]}, "rename one"),
+    ]:
+        with pytest.raises(PipelineError, match=message):
+            kafka_topic(spark, "127.0.0.1:1", "t", schema, **kwargs)
+
+
+class Halves(BroadcastProcessFunction):
+    """Yields no value for an odd id: a null the Avro schema does not allow."""
+
+    def process_broadcast_element(self, value, ctx):
+        pass
+
+    def process_element(self, value, ctx):
+        yield value.id, None if value.id % 2 else value.id / 2
+
+
+def test_a_null_in_a_non_null_avro_field_fails_the_batch_naming_the_field(
+        spark, kafka_broker, tmp_path):
+    topic = topic_name("avro-nulls")
+    kafka_broker.create_topic(topic)
+    write_batch_file(tmp_path / "events", 0, [{"id": i} for i in range(4)])
+    write_batch_file(tmp_path / "rules", 0, [])
+    events = read_stream(spark, "id long, _corrupt_record string", tmp_path / "events")
+    rules = read_stream(spark, "name string, _corrupt_record string", tmp_path / "rules")
+    query = Stream(events).connect(Stream(rules).broadcast(BIGS)).process(
+        Halves(), "id long, scaled double").write_stream(
+        checkpoint_location=str(tmp_path / "ckpt"), trigger={"availableNow": True},
+        sinks={"main": sinks.kafka(kafka_broker.bootstrap, topic, schema=SCALED)})
+    with pytest.raises(StreamingQueryException):
+        query.awaitTermination()
+    assert "AVRO_CANNOT_WRITE_NULL_FIELD" in str(query.exception())
+    assert "`scaled`" in str(query.exception())
+    assert kafka_broker.read(topic) == []  # no part of the batch was committed
