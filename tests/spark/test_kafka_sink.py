@@ -75,10 +75,12 @@ def test_every_output_once_across_a_replay_of_a_committed_batch(spark, tmp_path,
     assert _rows(kafka_broker, topics) == pipeline.expected(kind)
 
 
-def test_one_keys_records_keep_their_order_in_one_partition(spark, tmp_path, kafka_broker):
+def test_one_keys_records_keep_their_order_in_the_partition_java_gives_it(spark, tmp_path,
+                                                                          kafka_broker):
     """Rows are split into parts by key: a key's records, across micro-batches, arrive in one
     Kafka partition in the order they were emitted (a per-key counter that grows by one), and
-    the whole equals the harness."""
+    the whole equals the harness. Each key's partition is the one a Java producer (Spark's own
+    Kafka sink, kafka-clients' default partitioner: murmur2) puts the same key in."""
     from sparkcast.spark import Stream
     from tests.spark import fault_pipeline as counter
 
@@ -106,6 +108,18 @@ def test_one_keys_records_keep_their_order_in_one_partition(spark, tmp_path, kaf
     fields = [f.split()[0] for f in counter.OUTPUT.split(", ")]
     got = Counter(tuple(json.loads(r.value)[f] for f in fields) for r in records)
     assert got == want
+    assert {key: p.pop() for key, p in partitions.items()} == _java_partitions(
+        spark, kafka_broker, "ordered-java", sorted(counts), partitions=3)
+
+
+def _java_partitions(spark, broker, topic, keys, partitions):
+    """``{key: partition}`` as a Java producer places the keys: Spark's Kafka sink writes one
+    record per key to a new topic of ``partitions`` partitions, read back."""
+    broker.create_topic(topic, partitions=partitions)
+    (spark.createDataFrame([(k, k) for k in keys], "key string, value string").write
+     .format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+     .option("topic", topic).save())
+    return {r.key: r.partition for r in broker.read(topic)}
 
 
 def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, tmp_path,
@@ -161,6 +175,42 @@ def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafk
     # the fencing is handled: librdkafka's fatal lines about it are not warnings here
     assert not [r for r in caplog.records if r.name == tx.LOG.name
                 and r.levelno >= logging.WARNING and "fenced" in r.getMessage()]
+
+
+def test_a_partitioner_in_the_options_wins(kafka_broker):
+    """``partitioner`` in the sink's options replaces its murmur2 default: the part writer then
+    puts keys where a librdkafka producer with that setting does, and not where the default
+    does (no Spark: the writer the tasks run, on the broker)."""
+    import pyarrow as pa
+
+    from sparkcast.spark.outputs import kafka_transactions as tx
+
+    keys = [f"user-{i}" for i in range(12)]
+
+    def placed(topic, settings, writer=True):
+        kafka_broker.create_topic(topic, partitions=3)
+        if writer:
+            rows = pa.RecordBatch.from_pydict({"key": keys, "value": keys})
+            list(tx.PartWriter(settings, topic, f"{topic}-markers", topic, "main", 0, 1,
+                               frozenset())([rows]))
+        else:
+            plain = Producer({**settings, "logger": tx.LOG})
+            for key in keys:
+                plain.produce(topic, key=key, value=key)
+            plain.flush(30)
+        return {r.key: r.partition for r in kafka_broker.read(topic)}
+
+    for topic in ("chosen-crc-markers", "chosen-default-markers"):
+        kafka_broker.create_topic(topic, config={"cleanup.policy": "compact"})
+    chosen = sinks.kafka(kafka_broker.bootstrap, "t",
+                         options={"kafka.partitioner": "consistent_random"})
+    crc = placed("chosen-crc", chosen.settings)
+    default = placed("chosen-default", sinks.kafka(kafka_broker.bootstrap, "t").settings)
+    assert crc == placed("plain-crc", {"bootstrap.servers": kafka_broker.bootstrap,
+                                       "partitioner": "consistent_random"}, writer=False)
+    assert default == placed("plain-murmur2", {"bootstrap.servers": kafka_broker.bootstrap,
+                                               "partitioner": "murmur2_random"}, writer=False)
+    assert crc != default
 
 
 def test_librdkafkas_lines_about_a_handled_fencing_go_to_debug(caplog):

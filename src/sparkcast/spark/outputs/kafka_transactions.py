@@ -31,6 +31,12 @@ from sparkcast.errors import MissingDependencyError, SinkError
 
 #: seconds a read of the markers may wait for open transactions of other parts to end
 MARKER_WAIT = 120.0
+#: the producers' defaults (the user's options win): a keyed record goes to the partition a Java
+#: client, Kafka Streams, Flink or Spark's Kafka sink puts its key in (murmur2 of the key;
+#: librdkafka's own default, ``consistent_random``, hashes with CRC32 and puts most keys
+#: elsewhere); a part's transaction may stay open a minute
+PRODUCER_DEFAULTS = {"linger.ms": 5, "transaction.timeout.ms": 60000,
+                     "partitioner": "murmur2_random"}
 #: librdkafka's own log lines (a broker that went away, retries) go to Python's logging here,
 #: not to the worker's stderr; its errors surface as exceptions where they matter
 LOG = logging.getLogger("sparkcast.kafka")
@@ -119,11 +125,12 @@ def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
 
 
 def producer(settings: dict[str, Any], transactional_id: str, fresh: bool = False) -> Any:
-    """This worker's producer of ``transactional_id``, initialised (which fences older ones)."""
+    """This worker's producer of ``transactional_id``, initialised (which fences older ones),
+    with ``PRODUCER_DEFAULTS`` under the user's settings."""
     if not fresh and transactional_id in _PRODUCERS:
         return _PRODUCERS[transactional_id]
     _PRODUCERS.pop(transactional_id, None)
-    made = client().Producer({"linger.ms": 5, "transaction.timeout.ms": 60000, **settings,
+    made = client().Producer({**PRODUCER_DEFAULTS, **settings,
                               "transactional.id": transactional_id})
     made.init_transactions(60)
     _PRODUCERS[transactional_id] = made
