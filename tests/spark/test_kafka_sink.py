@@ -1,8 +1,10 @@
 """``sinks.kafka`` on a REAL Kafka broker (``sparkcast.testing.kafka``): every output of the sink
 pipelines (keyed and not) reaches its topic exactly once for a ``read_committed`` consumer, equal
 to the harness, across a replayed batch that Kafka had committed, beside an aborted transaction a
-killed writer left open, and mixed with the other sinks in one query. The SIGKILL tests are in
-``test_kafka_faults.py``; ``sinks.delta`` is tested here too.
+killed writer left open, and mixed with the other sinks in one query. Keys land in the partitions
+a Java producer gives them; a query's markers are in a topic of its own, untouched by other
+queries' open transactions, and an old checkpoint's markers are still found in the shared topic.
+The SIGKILL tests are in ``test_kafka_faults.py``; ``sinks.delta`` is tested here too.
 """
 
 from __future__ import annotations
@@ -141,6 +143,89 @@ def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, 
     assert _rows(kafka_broker, topics) == pipeline.expected("partitioned")
     everything = [json.loads(r.value)["id"] for r in kafka_broker.read(topics["main"], False)]
     assert sorted(i for i in everything if i <= 0 and i != 0) == [-4, -3, -2, -1]
+
+
+def _open_transaction(broker, topic, transactional_id):
+    """A producer inside a transaction on ``topic`` with a marker produced, as a query killed
+    mid-batch leaves it; its transaction timeout (10 min) keeps it open for the test."""
+    zombie = Producer(broker.client_config(**{"transactional.id": transactional_id,
+                                               "transaction.timeout.ms": 600_000}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=f"{transactional_id}/main/0",
+                   value=json.dumps({"batch": 7, "parts": 1}))
+    zombie.flush(30)
+    return zombie
+
+
+def test_a_killed_querys_open_transaction_does_not_touch_another_querys_markers(
+        spark, tmp_path, kafka_broker):
+    """Transactions left open (10 min timeout) on the old shared marker topic and on another
+    query's own marker topic: a ``read_committed`` reader of those topics does not see what is
+    committed behind them (librdkafka ends the read at the first open transaction). A query
+    beside them keeps its markers in its own topic: its restart replays a batch Kafka
+    committed and writes it once, and the restart's first batch is not held up."""
+    from sparkcast.spark.outputs import kafka_markers
+
+    other = kafka_markers.own_topic("0f0f0f0f-another-query")
+    zombies = []
+    for topic in (kafka_markers.SHARED_TOPIC, other):
+        if topic not in kafka_broker.admin().list_topics(timeout=30).topics:
+            kafka_broker.create_topic(topic, config={"cleanup.policy": "compact"})
+        zombies.append(_open_transaction(kafka_broker, topic, f"zombie-{len(zombies)}"))
+    try:
+        behind = _open_transaction(kafka_broker, other, "committed-behind")
+        behind.commit_transaction(30)
+        assert kafka_broker.read(other) == []  # held back by the zombie's open transaction
+        kafka_broker.create_topic("beside-zombies", partitions=3)
+        chosen = {"main": sinks.kafka(kafka_broker.bootstrap, "beside-zombies", parallelism=3),
+                  "big": sinks.files(str(tmp_path / "out")),
+                  "dead_letters": sinks.files(str(tmp_path / "out"))}
+        pipeline.write_inputs(tmp_path, [0, 1])
+        first = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+                                    chosen)
+        assert _forget_last_commit(tmp_path) == 1
+        pipeline.write_inputs(tmp_path, [2])
+        query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+                                    chosen)
+        assert query.exception() is None
+        assert query.recentProgress[0]["batchId"] == 1  # the replay
+        assert query.recentProgress[0]["durationMs"]["addBatch"] < 60_000  # not 600,000
+        assert _rows(kafka_broker, {"main": "beside-zombies"})["main"] == pipeline.expected(
+            "streamed", 3)["main"]
+        recorded = json.loads((tmp_path / "checkpoint" / "sparkcast" /
+                               "kafka-markers.json").read_text())
+        assert query.id == first.id
+        assert recorded == {"main": kafka_markers.own_topic(str(query.id))}
+    finally:
+        for zombie in zombies:
+            zombie.abort_transaction(30)
+
+
+def test_a_checkpoint_whose_markers_are_in_the_shared_topic_keeps_reading_them(
+        spark, tmp_path, kafka_broker):
+    """A checkpoint written before per-query marker topics (markers in ``_sparkcast_markers``,
+    no record in the checkpoint) restarts with a replay of a batch Kafka committed: the sink
+    finds its markers in the shared topic and writes the batch once."""
+    from sparkcast.spark.outputs import kafka_markers
+
+    kafka_broker.create_topic("legacy-main", partitions=3)
+    files = {"big": sinks.files(str(tmp_path / "out")),
+             "dead_letters": sinks.files(str(tmp_path / "out"))}
+    pipeline.write_inputs(tmp_path, [0, 1])
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+        **files, "main": sinks.kafka(kafka_broker.bootstrap, "legacy-main", parallelism=3,
+                                     marker_topic=kafka_markers.SHARED_TOPIC)})
+    record = tmp_path / "checkpoint" / "sparkcast" / "kafka-markers.json"
+    record.unlink()  # as the releases before per-query topics left it
+    assert _forget_last_commit(tmp_path) == 1
+    pipeline.write_inputs(tmp_path, [2])
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+        **files, "main": sinks.kafka(kafka_broker.bootstrap, "legacy-main", parallelism=3)})
+    assert query.exception() is None
+    assert json.loads(record.read_text()) == {"main": kafka_markers.SHARED_TOPIC}
+    assert _rows(kafka_broker, {"main": "legacy-main"})["main"] == pipeline.expected(
+        "streamed", 3)["main"]
 
 
 def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafka_broker,
