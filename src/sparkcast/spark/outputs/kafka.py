@@ -93,7 +93,6 @@ class KafkaSink:
                             "it, or correct bootstrap_servers and the options") from error
 
 
-
 class KafkaWriter:
     """The driver side of one query's Kafka sinks: at the first batch of a run, every part
     fenced and the markers read; then the parts of each batch that Kafka does not have."""
