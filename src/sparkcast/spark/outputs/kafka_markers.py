@@ -1,7 +1,7 @@
 """The marker topic each Kafka output of a query writes, and its record in the checkpoint.
 
 A ``read_committed`` read of a topic ends at the first transaction still open in it
-(librdkafka's end of a partition is the last stable offset; a Java consumer waits there). The
+(librdkafka's end of a partition is the last stable offset). The
 first batch of a run reads its markers that way, so when every query shared one marker topic
 (``_sparkcast_markers``), a killed query's open transaction, until the broker aborted it
 (``transaction.timeout.ms`` later), hid from every other query's restart the markers committed
