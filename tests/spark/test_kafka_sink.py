@@ -1,8 +1,10 @@
 """``sinks.kafka`` on a REAL Kafka broker (``sparkcast.testing.kafka``): every output of the sink
 pipelines (keyed and not) reaches its topic exactly once for a ``read_committed`` consumer, equal
 to the harness, across a replayed batch that Kafka had committed, beside an aborted transaction a
-killed writer left open, and mixed with the other sinks in one query. The SIGKILL tests are in
-``test_kafka_faults.py``; ``sinks.delta`` is tested here too.
+killed writer left open, and mixed with the other sinks in one query. Keys land in the partitions
+a Java producer gives them; a query's markers are in a topic of its own, untouched by other
+queries' open transactions, and an old checkpoint's markers are still found in the shared topic.
+The SIGKILL tests are in ``test_kafka_faults.py``; ``sinks.delta`` is tested here too.
 """
 
 from __future__ import annotations
@@ -75,10 +77,12 @@ def test_every_output_once_across_a_replay_of_a_committed_batch(spark, tmp_path,
     assert _rows(kafka_broker, topics) == pipeline.expected(kind)
 
 
-def test_one_keys_records_keep_their_order_in_one_partition(spark, tmp_path, kafka_broker):
+def test_one_keys_records_keep_their_order_in_the_partition_java_gives_it(spark, tmp_path,
+                                                                          kafka_broker):
     """Rows are split into parts by key: a key's records, across micro-batches, arrive in one
     Kafka partition in the order they were emitted (a per-key counter that grows by one), and
-    the whole equals the harness."""
+    the whole equals the harness. Each key's partition is the one a Java producer (Spark's own
+    Kafka sink, kafka-clients' default partitioner: murmur2) puts the same key in."""
     from sparkcast.spark import Stream
     from tests.spark import fault_pipeline as counter
 
@@ -106,6 +110,18 @@ def test_one_keys_records_keep_their_order_in_one_partition(spark, tmp_path, kaf
     fields = [f.split()[0] for f in counter.OUTPUT.split(", ")]
     got = Counter(tuple(json.loads(r.value)[f] for f in fields) for r in records)
     assert got == want
+    assert {key: p.pop() for key, p in partitions.items()} == _java_partitions(
+        spark, kafka_broker, "ordered-java", sorted(counts), partitions=3)
+
+
+def _java_partitions(spark, broker, topic, keys, partitions):
+    """``{key: partition}`` as a Java producer places the keys: Spark's Kafka sink writes one
+    record per key to a new topic of ``partitions`` partitions, read back."""
+    broker.create_topic(topic, partitions=partitions)
+    (spark.createDataFrame([(k, k) for k in keys], "key string, value string").write
+     .format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+     .option("topic", topic).save())
+    return {r.key: r.partition for r in broker.read(topic)}
 
 
 def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, tmp_path,
@@ -127,6 +143,89 @@ def test_an_open_transaction_of_a_killed_writer_is_aborted_and_invisible(spark, 
     assert _rows(kafka_broker, topics) == pipeline.expected("partitioned")
     everything = [json.loads(r.value)["id"] for r in kafka_broker.read(topics["main"], False)]
     assert sorted(i for i in everything if i <= 0 and i != 0) == [-4, -3, -2, -1]
+
+
+def _open_transaction(broker, topic, transactional_id):
+    """A producer inside a transaction on ``topic`` with a marker produced, as a query killed
+    mid-batch leaves it; its transaction timeout (10 min) keeps it open for the test."""
+    zombie = Producer(broker.client_config(**{"transactional.id": transactional_id,
+                                               "transaction.timeout.ms": 600_000}))
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=f"{transactional_id}/main/0",
+                   value=json.dumps({"batch": 7, "parts": 1}))
+    zombie.flush(30)
+    return zombie
+
+
+def test_a_killed_querys_open_transaction_does_not_touch_another_querys_markers(
+        spark, tmp_path, kafka_broker):
+    """Transactions left open (10 min timeout) on the old shared marker topic and on another
+    query's own marker topic: a ``read_committed`` reader of those topics does not see what is
+    committed behind them (librdkafka ends the read at the first open transaction). A query
+    beside them keeps its markers in its own topic: its restart replays a batch Kafka
+    committed and writes it once, and the restart's first batch is not held up."""
+    from sparkcast.spark.outputs import kafka_markers
+
+    other = kafka_markers.own_topic("0f0f0f0f-another-query")
+    zombies = []
+    for topic in (kafka_markers.SHARED_TOPIC, other):
+        if topic not in kafka_broker.admin().list_topics(timeout=30).topics:
+            kafka_broker.create_topic(topic, config={"cleanup.policy": "compact"})
+        zombies.append(_open_transaction(kafka_broker, topic, f"zombie-{len(zombies)}"))
+    try:
+        behind = _open_transaction(kafka_broker, other, "committed-behind")
+        behind.commit_transaction(30)
+        assert kafka_broker.read(other) == []  # held back by the zombie's open transaction
+        kafka_broker.create_topic("beside-zombies", partitions=3)
+        chosen = {"main": sinks.kafka(kafka_broker.bootstrap, "beside-zombies", parallelism=3),
+                  "big": sinks.files(str(tmp_path / "out")),
+                  "dead_letters": sinks.files(str(tmp_path / "out"))}
+        pipeline.write_inputs(tmp_path, [0, 1])
+        first = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+                                    chosen)
+        assert _forget_last_commit(tmp_path) == 1
+        pipeline.write_inputs(tmp_path, [2])
+        query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path,
+                                    chosen)
+        assert query.exception() is None
+        assert query.recentProgress[0]["batchId"] == 1  # the replay
+        assert query.recentProgress[0]["durationMs"]["addBatch"] < 60_000  # not 600,000
+        assert _rows(kafka_broker, {"main": "beside-zombies"})["main"] == pipeline.expected(
+            "streamed", 3)["main"]
+        recorded = json.loads((tmp_path / "checkpoint" / "sparkcast" /
+                               "kafka-markers.json").read_text())
+        assert query.id == first.id
+        assert recorded == {"main": kafka_markers.own_topic(str(query.id))}
+    finally:
+        for zombie in zombies:
+            zombie.abort_transaction(30)
+
+
+def test_a_checkpoint_whose_markers_are_in_the_shared_topic_keeps_reading_them(
+        spark, tmp_path, kafka_broker):
+    """A checkpoint written before per-query marker topics (markers in ``_sparkcast_markers``,
+    no record in the checkpoint) restarts with a replay of a batch Kafka committed: the sink
+    finds its markers in the shared topic and writes the batch once."""
+    from sparkcast.spark.outputs import kafka_markers
+
+    kafka_broker.create_topic("legacy-main", partitions=3)
+    files = {"big": sinks.files(str(tmp_path / "out")),
+             "dead_letters": sinks.files(str(tmp_path / "out"))}
+    pipeline.write_inputs(tmp_path, [0, 1])
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+        **files, "main": sinks.kafka(kafka_broker.bootstrap, "legacy-main", parallelism=3,
+                                     marker_topic=kafka_markers.SHARED_TOPIC)})
+    record = tmp_path / "checkpoint" / "sparkcast" / "kafka-markers.json"
+    record.unlink()  # as the releases before per-query topics left it
+    assert _forget_last_commit(tmp_path) == 1
+    pipeline.write_inputs(tmp_path, [2])
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, {
+        **files, "main": sinks.kafka(kafka_broker.bootstrap, "legacy-main", parallelism=3)})
+    assert query.exception() is None
+    assert json.loads(record.read_text()) == {"main": kafka_markers.SHARED_TOPIC}
+    assert _rows(kafka_broker, {"main": "legacy-main"})["main"] == pipeline.expected(
+        "streamed", 3)["main"]
 
 
 def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafka_broker,
@@ -161,6 +260,42 @@ def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafk
     # the fencing is handled: librdkafka's fatal lines about it are not warnings here
     assert not [r for r in caplog.records if r.name == tx.LOG.name
                 and r.levelno >= logging.WARNING and "fenced" in r.getMessage()]
+
+
+def test_a_partitioner_in_the_options_wins(kafka_broker):
+    """``partitioner`` in the sink's options replaces its murmur2 default: the part writer then
+    puts keys where a librdkafka producer with that setting does, and not where the default
+    does (no Spark: the writer the tasks run, on the broker)."""
+    import pyarrow as pa
+
+    from sparkcast.spark.outputs import kafka_transactions as tx
+
+    keys = [f"user-{i}" for i in range(12)]
+
+    def placed(topic, settings, writer=True):
+        kafka_broker.create_topic(topic, partitions=3)
+        if writer:
+            rows = pa.RecordBatch.from_pydict({"key": keys, "value": keys})
+            list(tx.PartWriter(settings, topic, f"{topic}-markers", topic, "main", 0, 1,
+                               frozenset())([rows]))
+        else:
+            plain = Producer({**settings, "logger": tx.LOG})
+            for key in keys:
+                plain.produce(topic, key=key, value=key)
+            plain.flush(30)
+        return {r.key: r.partition for r in kafka_broker.read(topic)}
+
+    for topic in ("chosen-crc-markers", "chosen-default-markers"):
+        kafka_broker.create_topic(topic, config={"cleanup.policy": "compact"})
+    chosen = sinks.kafka(kafka_broker.bootstrap, "t",
+                         options={"kafka.partitioner": "consistent_random"})
+    crc = placed("chosen-crc", chosen.settings)
+    default = placed("chosen-default", sinks.kafka(kafka_broker.bootstrap, "t").settings)
+    assert crc == placed("plain-crc", {"bootstrap.servers": kafka_broker.bootstrap,
+                                       "partitioner": "consistent_random"}, writer=False)
+    assert default == placed("plain-murmur2", {"bootstrap.servers": kafka_broker.bootstrap,
+                                               "partitioner": "murmur2_random"}, writer=False)
+    assert crc != default
 
 
 def test_librdkafkas_lines_about_a_handled_fencing_go_to_debug(caplog):

@@ -3,22 +3,25 @@
 Spark's own Kafka sink is at least once (a replayed micro-batch writes its rows again). This
 one writes each micro-batch N of an output in ``parallelism`` parts, each in one Kafka
 transaction together with a marker record ``(query, output, part) → N`` on a compacted marker
-topic (``kafka_transactions.py``). Why it holds, whatever fails:
+topic of the query's own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds,
+whatever fails:
 
 * a part's rows are chosen by the hash of the record key (of the value when there is no key),
   never by where Spark happened to put a row: a replay computes the same rows for the same
   part on any host, and one key's records stay in one part, in the order they were emitted;
 * the driver, on the first micro-batch of a run (the only one Spark may replay), fences every
-  part's ``transactional.id`` (aborting what a killed attempt left open, which would also hold
-  back ``read_committed`` readers) and reads the markers: the parts of N that were committed
-  are skipped, the others are written;
+  part of every Kafka output of the query (aborting what a killed attempt left open, at which
+  the ``read_committed`` read of the markers would end), then reads the markers: the parts of
+  N that were committed are skipped, the others are written;
 * a retried task reads the markers itself; a zombie attempt is fenced by the newer producer;
 * Kafka commits before the exactly-once sinks of the driver (JDBC, files) and before Spark's
   commit: a kill between them replays N, and the markers make the Kafka part of it a no-op.
 
 The parts cannot change for a checkpoint (the markers record them); a change is refused.
-Settings in ``options`` (librdkafka's names; Spark's ``kafka.`` prefix accepted) pass through
-to the producers, secrets included; no message of this sink ever shows them.
+Records go to the topic's partitions as a Java producer puts their keys (murmur2,
+``kafka_transactions.PRODUCER_DEFAULTS``). Settings in ``options`` (librdkafka's names;
+Spark's ``kafka.`` prefix accepted) pass through to the producers, secrets included; no
+message of this sink ever shows them.
 """
 
 from __future__ import annotations
@@ -32,17 +35,18 @@ from pyspark.sql.types import StructType
 
 from sparkcast.api.formats import Avro
 from sparkcast.errors import SinkError
+from sparkcast.spark.outputs.kafka_markers import MarkerTopics, ensure_topic
 from sparkcast.spark.outputs.kafka_transactions import (
     PartWriter,
     client,
     fence,
     librdkafka_settings,
     marker_key,
+    marker_prefix,
     read_markers,
 )
 from sparkcast.spark.outputs.kafka_values import check_avro, encoded
 
-MARKER_TOPIC = "_sparkcast_markers"
 #: the frame each part writer reads: the record key and value, the emission order
 _ORDER = "_sparkcast_order"
 
@@ -58,7 +62,7 @@ class KafkaSink:
     key: str | None = None
     options: dict[str, str] = field(default_factory=dict, hash=False, repr=False)
     parallelism: int = 4
-    marker_topic: str = MARKER_TOPIC
+    marker_topic: str | None = None  # None: the query's own (kafka_markers.py)
     transactional_id_prefix: str | None = None
     schema: Avro | None = None
 
@@ -70,8 +74,9 @@ class KafkaSink:
         return {**librdkafka_settings(self.options), "bootstrap.servers": self.bootstrap_servers}
 
     def check(self, output: str, schema: StructType, spark: Any) -> None:
-        """The key column exists, an Avro schema takes the output's columns, the topic exists,
-        the marker topic exists (made compacted)."""
+        """The key column exists, an Avro schema takes the output's columns, the topic exists
+        (the marker topic is made, if missing, at the first batch: a query's own is named by
+        its id)."""
         where = f"output {output!r}, sink {self.describe()}"
         if self.key is not None and self.key not in schema.fieldNames():
             raise SinkError(f"{where}: key column {self.key!r} is not a column of the output "
@@ -84,8 +89,6 @@ class KafkaSink:
         if self.topic not in topics:
             raise SinkError(f"{where}: topic {self.topic!r} does not exist; create it (e.g. "
                             "kafka-topics.sh --create) before the query starts")
-        if self.marker_topic not in topics:
-            self._create_marker_topic(where)
 
     def _topics(self, where: str) -> set[str]:
         admin = client().admin.AdminClient(self.settings)
@@ -95,41 +98,34 @@ class KafkaSink:
             raise SinkError(f"{where}: cannot reach the Kafka cluster ({_reason(error)}); start "
                             "it, or correct bootstrap_servers and the options") from error
 
-    def _create_marker_topic(self, where: str) -> None:
-        kafka = client()
-        admin = kafka.admin.AdminClient(self.settings)
-        topic = kafka.admin.NewTopic(self.marker_topic, 1, -1,
-                                     config={"cleanup.policy": "compact"})
-        try:
-            admin.create_topics([topic])[self.marker_topic].result(timeout=60)
-        except kafka.KafkaException as error:
-            if error.args[0].code() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
-                raise SinkError(f"{where}: cannot create the marker topic "
-                                f"{self.marker_topic!r} ({_reason(error)}); create it "
-                                "(compacted, one partition) or allow topic creation") from error
-
 
 class KafkaWriter:
-    """The driver side of one query's Kafka sinks: markers read once per run, parts per batch."""
+    """The driver side of one query's Kafka sinks: at the first batch of a run, every part
+    fenced and the markers read; then the parts of each batch that Kafka does not have."""
 
-    def __init__(self, query_id: str) -> None:
+    def __init__(self, query_id: str, checkpoint: str, sinks: list[tuple[str, KafkaSink]]
+                 ) -> None:
         self.query_id = query_id
-        self._markers: dict[tuple[str, str], dict[str, int]] = {}  # marker key → batch
+        self.checkpoint = checkpoint
+        self.sinks = sinks
+        self._run: dict[str, tuple[str, dict[str, int]]] | None = None  # output → topic, markers
 
     def write(self, sink: KafkaSink, output: str, frame: DataFrame, batch_id: int,
               empty: bool) -> None:
         """Write the parts of the batch that Kafka does not have; ``empty``: the batch has no
         rows for ``output`` (its parts' transactions are left out, a replay writes none
         either; the first batch of a run still fences and reads the markers)."""
-        prefix = sink.transactional_id_prefix or f"sparkcast-{self.query_id}"
-        markers = self._run_markers(sink, output, prefix)
+        if self._run is None:
+            self._run = self._start_run()
+        marker_topic, markers = self._run[output]
         if empty:
             return
+        prefix = self._prefix(sink)
         committed = frozenset(p for p in range(sink.parallelism)
                               if markers.get(marker_key(prefix, output, p), -1) >= batch_id)
         if len(committed) == sink.parallelism:
             return  # a replay of a batch Kafka has in full
-        writer = PartWriter(sink.settings, sink.topic, sink.marker_topic, prefix, output,
+        writer = PartWriter(sink.settings, sink.topic, marker_topic, prefix, output,
                             batch_id, sink.parallelism, committed)
         written = (_records(frame, sink.key, sink.schema).repartition(sink.parallelism, "part_by")
                    .sortWithinPartitions(_ORDER).select("key", "value")
@@ -137,18 +133,32 @@ class KafkaWriter:
         for row in written:
             markers[marker_key(prefix, output, row["part"])] = batch_id
 
-    def _run_markers(self, sink: KafkaSink, output: str, prefix: str) -> dict[str, int]:
-        """Fence every part, then read the committed markers (once per run and output)."""
-        cached = self._markers.get((sink.marker_topic, output))
-        if cached is not None:
-            return cached
-        for part in range(sink.parallelism):
-            fence(sink.settings, f"{prefix}-{output}-{part}")
-        records = read_markers(sink.settings, sink.marker_topic)
-        _refuse_other_parts(sink, output, prefix, records)
-        markers = {key: record["batch"] for key, record in records.items()}
-        self._markers[(sink.marker_topic, output)] = markers
-        return markers
+    def _prefix(self, sink: KafkaSink) -> str:
+        return sink.transactional_id_prefix or f"sparkcast-{self.query_id}"
+
+    def _start_run(self) -> dict[str, tuple[str, dict[str, int]]]:
+        """Each output's marker topic (recorded in the checkpoint, made if missing); then every
+        part of every output fenced, before any marker topic is read, so no transaction of this
+        query is left open for the ``read_committed`` read to wait on; then the markers, each
+        topic read once."""
+        topics = MarkerTopics(self.checkpoint, self.query_id)
+        chosen = {output: topics.topic(output, sink.marker_topic, sink.settings,
+                                       self._prefix(sink)) for output, sink in self.sinks}
+        for output, sink in self.sinks:
+            ensure_topic(sink.settings, chosen[output],
+                         f"output {output!r}, sink {sink.describe()}")
+            for part in range(sink.parallelism):
+                fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}")
+        read: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
+        run = {}
+        for output, sink in self.sinks:
+            where = (sink.bootstrap_servers, chosen[output])
+            if where not in read:
+                read[where] = read_markers(sink.settings, chosen[output])
+            _refuse_other_parts(sink, output, self._prefix(sink), read[where])
+            run[output] = (chosen[output], {key: record["batch"] for key, record
+                                            in read[where].items()})
+        return run
 
 
 def _records(frame: DataFrame, key: str | None, schema: Avro | None) -> DataFrame:
@@ -165,7 +175,7 @@ def _refuse_other_parts(sink: KafkaSink, output: str, prefix: str,
                         markers: dict[str, dict[str, int]]) -> None:
     """A checkpoint keeps the parallelism its Kafka parts were written with."""
     recorded = {record["parts"] for key, record in markers.items()
-                if key.startswith(f"{prefix}/{output}/")}
+                if key.startswith(marker_prefix(prefix, output))}
     if recorded - {sink.parallelism}:
         raise SinkError(f"output {output!r}, sink {sink.describe()}: this checkpoint wrote "
                         f"Kafka in {max(recorded)} parts, the sink now asks "

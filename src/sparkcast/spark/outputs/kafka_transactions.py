@@ -29,8 +29,14 @@ import pyarrow as pa
 
 from sparkcast.errors import MissingDependencyError, SinkError
 
-#: seconds a read of the markers may wait for open transactions of other parts to end
+#: seconds a read of the markers may take to reach the end of the marker topic
 MARKER_WAIT = 120.0
+#: the producers' defaults (the user's options win): a keyed record goes to the partition a Java
+#: client, Kafka Streams, Flink or Spark's Kafka sink puts its key in (murmur2 of the key;
+#: librdkafka's own default, ``consistent_random``, hashes with CRC32 and puts most keys
+#: elsewhere); a part's transaction may stay open a minute
+PRODUCER_DEFAULTS = {"linger.ms": 5, "transaction.timeout.ms": 60000,
+                     "partitioner": "murmur2_random"}
 #: librdkafka's own log lines (a broker that went away, retries) go to Python's logging here,
 #: not to the worker's stderr; its errors surface as exceptions where they matter
 LOG = logging.getLogger("sparkcast.kafka")
@@ -73,16 +79,26 @@ def librdkafka_settings(options: dict[str, str]) -> dict[str, Any]:
                               options.items()}}
 
 
+def marker_prefix(prefix: str, output: str) -> str:
+    """What the marker keys of one output's parts start with."""
+    return f"{prefix}/{output}/"
+
+
 def marker_key(prefix: str, output: str, part: int) -> str:
-    return f"{prefix}/{output}/{part}"
+    return f"{marker_prefix(prefix, output)}{part}"
 
 
-def read_markers(settings: dict[str, Any], topic: str) -> dict[str, dict[str, int]]:
+def read_markers(settings: dict[str, Any], topic: str, committed: bool = True
+                 ) -> dict[str, dict[str, int]]:
     """The newest committed marker (``batch``, ``parts``) of every key in ``topic``, read with
-    ``read_committed``."""
+    ``read_committed``: the read ends at the first transaction still open in the topic
+    (librdkafka's end of a partition is then its last stable offset), so a marker committed
+    behind one is not seen; the driver fences its own parts before it reads its own topic
+    (``kafka.py``). ``committed=False``: the keys of aborted and open markers too."""
     kafka = client()
+    isolation = "read_committed" if committed else "read_uncommitted"
     consumer = kafka.Consumer({**settings, "group.id": f"sparkcast-markers-{uuid.uuid4()}",
-                               "isolation.level": "read_committed",
+                               "isolation.level": isolation,
                                "enable.auto.commit": False, "enable.partition.eof": True,
                                "auto.offset.reset": "earliest"})
     try:
@@ -100,7 +116,7 @@ def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
     while pending:
         if time.monotonic() > deadline:
             raise SinkError(f"the Kafka sink's markers were not readable to their end in "
-                            f"{MARKER_WAIT:.0f} s (an open transaction of another writer?)")
+                            f"{MARKER_WAIT:.0f} s")
         message = consumer.poll(1.0)
         if message is None:
             continue
@@ -119,11 +135,12 @@ def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
 
 
 def producer(settings: dict[str, Any], transactional_id: str, fresh: bool = False) -> Any:
-    """This worker's producer of ``transactional_id``, initialised (which fences older ones)."""
+    """This worker's producer of ``transactional_id``, initialised (which fences older ones),
+    with ``PRODUCER_DEFAULTS`` under the user's settings."""
     if not fresh and transactional_id in _PRODUCERS:
         return _PRODUCERS[transactional_id]
     _PRODUCERS.pop(transactional_id, None)
-    made = client().Producer({"linger.ms": 5, "transaction.timeout.ms": 60000, **settings,
+    made = client().Producer({**PRODUCER_DEFAULTS, **settings,
                               "transactional.id": transactional_id})
     made.init_transactions(60)
     _PRODUCERS[transactional_id] = made

@@ -424,7 +424,7 @@ class SinkWriter:
     def _write_kafka(self, name: str, sink: KafkaSink, frame: DataFrame, batch_id: int,
                      empty: bool) -> None:
         if self._kafka_writer is None:
-            self._kafka_writer = KafkaWriter(self.query_id)
+            self._kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
         try:
             self._kafka_writer.write(sink, name, frame, batch_id, empty)
         except Exception as error:

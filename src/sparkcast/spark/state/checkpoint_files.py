@@ -3,7 +3,8 @@
 Spark keeps ``offsets/<batch>`` (a batch planned) and ``commits/<batch>`` (a batch done) and the
 operator's state under ``state/``; sparkcast adds, under ``sparkcast/``, the layout record
 (``compatibility.py``), the micro-batch engine's broadcast snapshots (``snapshots.py``) and keyed
-stores (``keyed_store.py``) and the state a rescale prepared (``tools/rescale.py``). Every reader of
+stores (``keyed_store.py``), the state a rescale prepared (``tools/rescale.py``) and the marker
+topic of each Kafka output (``outputs/kafka_markers.py``). Every reader of
 a checkpoint finds these here, through ``storage.py``, so a local path, ``file:`` URI or
 object-store URI all work the same way.
 
@@ -24,6 +25,7 @@ LAYOUT_FILE = ("sparkcast", "layout.json")
 PREPARED_FILE = ("sparkcast", "prepared-state.bin")
 SNAPSHOTS = ("sparkcast", "broadcast")
 ID_FILE = ("sparkcast", "id.json")
+KAFKA_MARKERS_FILE = ("sparkcast", "kafka-markers.json")
 
 
 def file(checkpoint: str, *parts: str) -> str:
