@@ -49,6 +49,7 @@ def _start(spark, base, on_error, batches):
     result = Stream(events).connect(Stream(read_stream(
         spark, "name string, factor double", base / "rules")).broadcast(FACTORS)).process(
         Scale(), OUTPUT, parallelism=2, on_error=on_error)
+    assert result.explain().engine == "micro_batch"
     return result.write_stream(str(base / "out"), str(base / "checkpoint"),
                                trigger={"availableNow": True})
 
@@ -58,6 +59,8 @@ def test_bad_rows_become_dead_letters_and_the_rest_is_processed(spark, tmp_path)
     query.awaitTermination()
     assert query.exception() is None
     assert len(query.recentProgress) >= 2  # the query ran on after the bad batch
+    # every line read once: the malformed rows are tagged in the same scan as the good ones
+    assert sum(p["numInputRows"] for p in query.recentProgress) == len(FIRST + SECOND) + 1
     out = str(tmp_path / "out")
     main = sorted(tuple(r) for r in read_output(spark, out).collect())
     assert main == [(1, 10.0), (2, 20.0), (6, 60.0), (7, 70.0)]

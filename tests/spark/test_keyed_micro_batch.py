@@ -144,3 +144,4 @@ def test_a_malformed_line_of_the_second_input_is_a_dead_letter(spark, tmp_path):
     assert sorted(r["k"] for r in read_output(spark, out).collect()) == ["Y", "x", "y"]
     letters = read_output(spark, out, "dead_letters").collect()
     assert [(r["callback"], r["value"]) for r in letters] == [("input", "{not json")]
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 4  # each line read once

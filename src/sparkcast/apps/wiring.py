@@ -6,6 +6,9 @@ only asks it for a session)::
     events/     JSON lines ─ readStream ─ Stream(...).key_by(...) ─┐
     broadcast/  JSON lines ─ readStream ─ .broadcast(descriptors) ─┴ connect ─ process(app fn)
                                                     → write_stream(output/_output=<name>/)
+
+Both folders are read with a ``_corrupt_record`` column, so a malformed line is a dead letter
+(callback ``input``) rather than a row of nulls the function would take for data.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from sparkcast.apps.base import App
+from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 
 def read_folder(spark: Any, schema: str, folder: str | Path, max_files: int | None) -> Any:
-    reader = spark.readStream.schema(schema)
+    """A folder of JSON lines as a stream of ``schema``'s columns, plus the corrupt-record
+    column: a malformed line becomes a dead letter that names its file, never a row of nulls
+    (and the pipeline is built without the warning a source lacking the column gets)."""
+    reader = spark.readStream.schema(f"{schema}, {CORRUPT_COLUMN} string")
     if max_files:
         reader = reader.option("maxFilesPerTrigger", max_files)
     return reader.json(str(folder))

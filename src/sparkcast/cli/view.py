@@ -21,7 +21,8 @@ def add_commands(commands: Any) -> None:
     """The ``view`` and ``report`` commands, under the main parser's ``commands``."""
     view = commands.add_parser(
         "view", help="the live view of any sparkcast query (endpoint or output folder)",
-        description="Show progress, rates, batch latency, outputs, dead letters and the "
+        description="Show progress, rates, batch latency, Kafka lag (offsets behind the "
+                    "latest, per source), outputs, dead letters and the "
                     "broadcast version of each subtask (with the micro-batch that applied it) "
                     "of a running or finished query. Without a terminal: no ANSI codes, one "
                     "line per micro-batch, then the whole view.")
@@ -34,7 +35,8 @@ def add_commands(commands: Any) -> None:
 
     report = commands.add_parser(
         "report", help="write a run's pictures as one self-contained HTML file",
-        description="Events/s and batch latency per micro-batch, outputs and dead letters per "
+        description="Events/s and batch latency per micro-batch, Kafka lag per micro-batch "
+                    "(a run that reads Kafka), outputs and dead letters per "
                     "micro-batch, and broadcast versions per subtask and micro-batch, as inline "
                     "SVG in one HTML file.")
     _source(report)

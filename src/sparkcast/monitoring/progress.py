@@ -4,6 +4,13 @@ A progress report comes as ``query.lastProgress`` (a dict whose observed metrics
 a listener's ``event.progress.json`` or as saved JSON: ``batch_record`` takes any of them and
 returns plain JSON data. sparkcast's observations (``spark/observe/observation.py``) carry each
 subtask's report in ``subtask_reports``; they are merged here (``merge.py``).
+
+Each source keeps its description (``KafkaV2[Subscribe[topic]]``, ``FileStreamSource[path]``),
+its rows, and, for a source that reports them (Spark's Kafka source), the offsets its partitions
+were behind the latest offset when the micro-batch ended: min, max and average over the
+partitions (Spark's ``minOffsetsBehindLatest`` / ``maxOffsetsBehindLatest`` /
+``avgOffsetsBehindLatest``; the latest offset as fetched when the micro-batch was planned, or,
+with ``availableNow``, when the run began). Kafka's lag is ``offsets_behind["max"]``.
 """
 
 from __future__ import annotations
@@ -67,8 +74,23 @@ def batch_record(progress: Any) -> dict[str, Any]:
         "input_rows_per_second": float(report.get("inputRowsPerSecond") or 0.0),
         "processed_rows_per_second": float(report.get("processedRowsPerSecond") or 0.0),
         "duration_ms": int((report.get("durationMs") or {}).get("triggerExecution") or 0),
-        "sources": [{"description": str(s.get("description")),
-                     "rows": int(s.get("numInputRows") or 0)}
-                    for s in report.get("sources") or []],
+        "sources": [source_record(s) for s in report.get("sources") or []],
         "operators": operators,
     }
+
+
+#: Spark's source metrics of the offsets behind the latest, by the record's name for them
+BEHIND = {"min": "minOffsetsBehindLatest", "max": "maxOffsetsBehindLatest",
+          "avg": "avgOffsetsBehindLatest"}
+
+
+def source_record(source: Mapping[str, Any]) -> dict[str, Any]:
+    """One source of a progress report: its description, rows, and ``offsets_behind``
+    (``{"min", "max", "avg"}`` over its partitions; None when the source reports no lag)."""
+    metrics = source.get("metrics") or {}
+    behind: dict[str, float] | None = None
+    if all(metrics.get(name) is not None for name in BEHIND.values()):
+        behind = {"min": int(metrics[BEHIND["min"]]), "max": int(metrics[BEHIND["max"]]),
+                  "avg": float(metrics[BEHIND["avg"]])}
+    return {"description": str(source.get("description")),
+            "rows": int(source.get("numInputRows") or 0), "offsets_behind": behind}

@@ -3,7 +3,8 @@
 
 Names follow Prometheus' conventions: ``sparkcast_`` prefix, ``_total`` for counters, base
 units (seconds, bytes); labels ``query``, ``operator`` (the observation name: ``sparkcast``,
-``sparkcast_2``, ...), ``subtask``, ``output``, ``callback``, ``descriptor`` and, for the user's
+``sparkcast_2``, ...), ``subtask``, ``output``, ``callback``, ``descriptor``, ``source`` (a
+source's description, for a Kafka source's offsets behind the latest) and, for the user's
 metrics, ``metric`` (their dotted names are data, not metric names). ``prometheus_client`` is
 the ``metrics`` extra: ``pip install 'sparkcast[metrics]'``.
 """
@@ -95,6 +96,11 @@ class Families:
             "latency": gauge("sparkcast_update_effect_latency_seconds",
                              "last broadcast update to the first main element that saw it",
                              labels=op),
+            **{f"behind_{stat}": gauge(
+                f"sparkcast_source_offsets_behind_latest_{stat}",
+                f"the {word} over the source's partitions of the offsets behind the latest "
+                "offset after the last micro-batch (Kafka's lag)", labels=[*q, "source"])
+               for stat, word in (("max", "most"), ("min", "least"), ("avg", "average"))},
             "user_counter": counter("sparkcast_user_counter", "the function's counters and "
                                     "meters, summed over subtasks", labels=[*op, "metric"]),
             "user_gauge": gauge("sparkcast_user_gauge", "the function's gauges, per subtask",
@@ -115,6 +121,9 @@ class Families:
         if last is not None:
             f["duration"].add_metric(q, last["duration_ms"] / 1000)
             f["rate"].add_metric(q, last["processed_rows_per_second"])
+        for source, behind in sorted(state.offsets_behind().items()):
+            for stat, value in behind.items():
+                f[f"behind_{stat}"].add_metric([*q, source], value)
 
     def operator(self, query: str, name: str, t: OperatorTotals) -> None:
         f, op = self.f, [query, name]

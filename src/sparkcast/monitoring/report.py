@@ -1,8 +1,10 @@
 """``sparkcast report``: one self-contained HTML page (inline SVG, no dependency) of a run.
 
-From the micro-batch records (``watch.load``): events/s and batch latency per micro-batch,
-outputs and dead letters per micro-batch, and the broadcast version each subtask held after each
-micro-batch, coloured per version, so the batch that applied an update stands out.
+From the micro-batch records (``watch.load``): events/s and batch latency per micro-batch, a
+Kafka source's lag (the offsets its most-behind partition was behind the latest) per
+micro-batch, outputs and dead letters per micro-batch, and the broadcast version each subtask
+held after each micro-batch, coloured per version, so the batch that applied an update stands
+out.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sparkcast.monitoring.store import Monitor, QueryState
+from sparkcast.monitoring.view import behind_text
 
 WIDTH, HEIGHT, PAD = 760, 220, 64
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
@@ -37,6 +40,10 @@ def query_section(state: QueryState) -> str:
                             {"rows/s": [r["processed_rows_per_second"] for r in records]}))
     parts.append(line_chart("batch latency (s)", batches,
                             {"latency": [r["duration_ms"] / 1000 for r in records]}))
+    lag = lag_series(records)
+    if lag:
+        parts.append(line_chart("offsets behind latest per source (max over its partitions)",
+                                batches, lag))
     for name in state.operators:
         ops = [r["operators"].get(name) or {} for r in records]
         outputs = sorted({o for op in ops for o in op.get("outputs") or {}})
@@ -49,8 +56,20 @@ def query_section(state: QueryState) -> str:
     return "\n".join(parts)
 
 
+def lag_series(records: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per source that reports it (Kafka), the offsets its most-behind partition was behind the
+    latest after each micro-batch (0 for a micro-batch that did not report it)."""
+    by_batch = [{s["description"]: s["offsets_behind"]["max"] for s in r.get("sources") or []
+                 if s.get("offsets_behind") is not None} for r in records]
+    names = dict.fromkeys(name for lags in by_batch for name in lags)
+    return {name: [float(lags.get(name, 0)) for lags in by_batch] for name in names}
+
+
 def _summary(state: QueryState) -> str:
-    rows = [("micro-batches", state.batches), ("rows in", state.input_rows)]
+    rows: list[tuple[str, Any]] = [("micro-batches", state.batches),
+                                   ("rows in", state.input_rows)]
+    rows += [(f"{source} offsets behind latest after the last micro-batch",
+              behind_text(behind)) for source, behind in state.offsets_behind().items()]
     for name, t in state.operators.items():
         rows += [(f"{name} events main", int(t.counts["events_main"])),
                  (f"{name} broadcast (counted once)", int(t.counts.get("broadcast_elements", 0))),

@@ -4,7 +4,8 @@ The listener (``spark/observe/listener.py``) adds every progress report of a que
 operator; the Prometheus endpoint, the live view and the report read from here. Counts are
 totals since this process started watching (Prometheus counters); gauges are the latest value
 each subtask reported. A version change is kept with the micro-batch whose subtask report
-carried it: the batch that applied it, whether or not its progress report was seen.
+carried it: the batch that applied it, whether or not its progress report was seen. A Kafka
+source's lag (offsets behind the latest) is a gauge: the last micro-batch's.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ class QueryState:
     @property
     def last(self) -> dict[str, Any] | None:
         return self.records[-1] if self.records else None
+
+    def offsets_behind(self) -> dict[str, dict[str, float]]:
+        """Per source that reports it (Kafka), by description: the offsets its partitions were
+        behind the latest offset after the last micro-batch (``min``, ``max``, ``avg``)."""
+        last = self.last
+        sources = [] if last is None else last.get("sources") or []
+        return {s["description"]: s["offsets_behind"] for s in sources
+                if s.get("offsets_behind") is not None}
 
 
 class Monitor:

@@ -1,4 +1,4 @@
-"""The live view of any sparkcast pipeline: progress, rates, outputs, broadcast versions.
+"""The live view of any sparkcast pipeline: progress, rates, Kafka lag, outputs, broadcast versions.
 
 One renderer for every source: a ``Monitor`` holds the micro-batch records, whether the
 listener filled it in this process, or they came from a job's ``/progress.json`` or from the
@@ -6,7 +6,9 @@ progress log ``write_stream`` keeps beside its output (``watch.py`` loads them);
 ``OutputFolder`` adds the recent output rows under their column headers. On a terminal the
 screen is redrawn; anywhere else (a pipe, a log file) there are no ANSI codes and one line per
 micro-batch. A broadcast version is shown with the micro-batch whose subtask report carried it:
-the batch that applied it, not the one in which the view happened to notice it.
+the batch that applied it, not the one in which the view happened to notice it. A Kafka source
+shows its lag: the offsets its partitions were behind the latest after the last micro-batch
+(max over the partitions, then min and average), on the screen and in each micro-batch's line.
 """
 
 from __future__ import annotations
@@ -43,9 +45,17 @@ def batch_line(record: dict[str, Any]) -> str:
                      f"{op.get('broadcast_elements', 0)} (counted once), "
                      f"outputs {outputs}, dead letters {op.get('dead_letters') or 0}, "
                      f"versions {'/'.join(versions) or '-'}")
+    lag = "".join(f", {s['description']} {behind_text(s['offsets_behind'])} behind latest"
+                  for s in record.get("sources") or [] if s.get("offsets_behind") is not None)
     return (f"sparkcast: query {record['query']} micro-batch {record['batch']}: "
-            f"{record['input_rows']} rows in {record['duration_ms'] / 1000:.1f} s; "
+            f"{record['input_rows']} rows in {record['duration_ms'] / 1000:.1f} s{lag}; "
             + "; ".join(parts))
+
+
+def behind_text(behind: dict[str, float]) -> str:
+    """A source's offsets behind the latest, over its partitions: ``max 120 (min 100, avg
+    110.0)``."""
+    return f"max {behind['max']:.0f} (min {behind['min']:.0f}, avg {behind['avg']:.1f})"
 
 
 def screen(monitor: Monitor, folder: OutputFolder | None = None, *, style: Style,
@@ -73,6 +83,10 @@ def query_lines(state: QueryState, style: Style, status: str = "") -> list[str]:
               f"{last['input_rows']}   rows in total {state.input_rows}",
               f"rows/s {last['processed_rows_per_second']:9.0f}   batch latency "
               f"{last['duration_ms'] / 1000:6.2f} s"]
+    for source, behind in state.offsets_behind().items():
+        colour = style.yellow if behind["max"] else style.green
+        lines.append(f"offsets behind latest {colour}{behind_text(behind)}{style.reset}   "
+                     f"{source}")
     for name, totals in state.operators.items():
         lines += operator_lines(name, totals, style)
     return lines

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import warnings
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sparkcast.errors import PipelineError
@@ -42,6 +42,17 @@ def split_corrupt(df: DataFrame, side: str = "main") -> tuple[DataFrame, DataFra
     if CORRUPT_COLUMN not in df.columns:
         warn_without_corrupt_column(df, side)
         return df, None
+    bad, raw, error = letter_columns(df, side)
+    return df.filter(~bad).drop(CORRUPT_COLUMN), df.filter(bad).select(raw.alias(RAW),
+                                                                       error.alias(ERROR))
+
+
+def letter_columns(df: DataFrame, side: str) -> tuple[Column, Column, Column]:
+    """Over a frame with the corrupt-record column: whether a row is malformed, its raw text and
+    its dead letter's error (naming the file). ``split_corrupt`` filters by them; the
+    micro-batch engine's input tags each row by them in one pass over the source
+    (``tagging.streamed_input``): two filtered branches would scan the source twice, and
+    Spark's progress would count its rows twice."""
     marker = F.col(f"`{CORRUPT_COLUMN}`")
     fields = ", ".join(c for c in df.columns if c != CORRUPT_COLUMN)
     # Spark refuses queries of raw JSON/CSV that reference only the corrupt-record column:
@@ -49,11 +60,9 @@ def split_corrupt(df: DataFrame, side: str = "main") -> tuple[DataFrame, DataFra
     raw = F.coalesce(marker, F.to_json(F.struct(*[F.col(f"`{c}`") for c in df.columns])))
     file = F.input_file_name()
     where = F.when(file != F.lit(""), F.concat(F.lit(" in "), file)).otherwise(F.lit(""))
-    bad = df.filter(marker.isNotNull()).select(
-        raw.alias(RAW),
-        F.concat(F.lit("malformed input"), where, F.lit(
-            f": the record does not parse as the {side} schema ({fields})")).alias(ERROR))
-    return df.filter(marker.isNull()).drop(CORRUPT_COLUMN), bad
+    error = F.concat(F.lit("malformed input"), where, F.lit(
+        f": the record does not parse as the {side} schema ({fields})"))
+    return marker.isNotNull(), raw, error
 
 
 #: a JSON or CSV file scan in a plan's text: streaming (``UnresolvedDataSource format: json`` in

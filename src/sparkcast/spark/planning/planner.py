@@ -49,6 +49,7 @@ MAX_STATIC_BROADCAST_ROWS = 1_000_000
 def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
                spec: ProcessSpec) -> RuntimePlan:
     spark = main.sparkSession
+    raw_main, raw_broadcast = main, broadcast  # the micro-batch engine tags malformed rows
     main, corrupt = split_corrupt(main)
     broadcast, corrupt_broadcast = _without_corrupt(broadcast)
     corrupt = union_corrupt(corrupt, corrupt_broadcast)
@@ -107,14 +108,14 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
     if main.isStreaming and not broadcast.df.isStreaming:
         plan.tagged_input = main_tagged
         if plan.per_batch_driver:  # the static rows travel with the plan, not the input
-            plan.streamed_input = streamed_input(main, None, corrupt, spec.event_time,
+            plan.streamed_input = streamed_input(raw_main, None, spec.event_time,
                                                  plan.clocked)
         return plan
     plan.static_broadcast = []
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     if plan.per_batch_driver:
-        plan.streamed_input = streamed_input(main, broadcast, corrupt, spec.event_time,
+        plan.streamed_input = streamed_input(raw_main, raw_broadcast, spec.event_time,
                                              plan.clocked)
     return plan
 
@@ -126,6 +127,7 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
     the broadcast operator without a broadcast side. Both inputs are packed and shuffled by the
     same key hash, so equal keys of either input meet in subtask ``hash(key) mod P``."""
     spark = main.sparkSession
+    raw_main, raw_other = main, second[0] if second else None
     main, corrupt = split_corrupt(main)
     other, other_corrupt = split_corrupt(second[0]) if second else (main, None)
     if second:
@@ -165,8 +167,8 @@ def build_keyed_plan(main: DataFrame, key_columns: tuple[str, ...],
     )
     _choose(plan, keyed_facts(plan, main, spec), spec)
     if plan.per_batch_driver:
-        plan.streamed_input = streamed_input(main, None, corrupt, spec.event_time, plan.clocked,
-                                             other if second else None)
+        plan.streamed_input = streamed_input(raw_main, None, spec.event_time, plan.clocked,
+                                             raw_other)
     return plan
 
 

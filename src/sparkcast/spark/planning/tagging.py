@@ -9,8 +9,8 @@ Both inputs become one tagged DataFrame on the operator engine (DESIGN.md §4)::
 distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
 content hash that orders rows with equal timestamps the same way in every run. The
 micro-batch engine in place takes ``_ts, m_0 …`` as they are (:func:`stateless_input`); its
-``foreachBatch`` query one union of the inputs, the malformed rows and the clock, told apart by
-``_side`` (:func:`streamed_input`).
+``foreachBatch`` query one union of the inputs (their malformed rows tagged in the same pass)
+and the clock, told apart by ``_side`` (:func:`streamed_input`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType
 
@@ -30,8 +30,10 @@ from sparkcast.spark.layout import (
     BROADCAST_SIDE,
     CLOCK_SIDE,
     CORRUPT_SIDE,
+    ERROR,
     MAIN_SIDE,
     ORDER,
+    RAW,
     SECOND_SIDE,
     SEQ,
     SIDE,
@@ -42,6 +44,7 @@ from sparkcast.spark.layout import (
     second_column,
 )
 from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN, letter_columns
 
 
 def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
@@ -51,24 +54,23 @@ def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
                          for i, c in enumerate(main.columns)])
 
 
-def streamed_input(main: DataFrame, broadcast: Any | None, corrupt: DataFrame | None,
-                   event_time: str | None, clocked: bool = False,
-                   second: DataFrame | None = None) -> DataFrame:
-    """The micro-batch engine's input: every input (and the malformed rows) in one streaming
-    frame, told apart by ``_side``: the main rows, the broadcast rows of a streamed broadcast
-    side (None: a static side or none), a co-function's ``second`` keyed input; ``clocked``:
-    with the ``clock`` of timers (event-time ones with ``event_time``, else processing-time)."""
+def streamed_input(main: DataFrame, broadcast: Any | None, event_time: str | None,
+                   clocked: bool = False, second: DataFrame | None = None) -> DataFrame:
+    """The micro-batch engine's input: every input in one streaming frame, told apart by
+    ``_side``: the main rows, the broadcast rows of a streamed broadcast side (None: a static
+    side or none), a co-function's ``second`` keyed input; ``clocked``: with the ``clock`` of
+    timers (event-time ones with ``event_time``, else processing-time). The inputs come with
+    their corrupt-record column, if any: a malformed row is tagged ``CORRUPT_SIDE`` with its
+    ``_raw`` and ``_error`` in the same pass over the source (``_side_frame``)."""
     frames = [_side_frame(main, MAIN_SIDE, main_column, event_time)]
     if broadcast is not None:
         df: DataFrame = broadcast.df
         order = (F.col(f"`{broadcast.order_by}`") if broadcast.order_by
                  else F.lit(None).cast("long"))
         frames.append(_side_frame(df, BROADCAST_SIDE, broadcast_column, event_time,
-                                  order.alias(ORDER)))
+                                  order.alias(ORDER), what="broadcast"))
     if second is not None:
         frames.append(_side_frame(second, SECOND_SIDE, second_column, event_time))
-    if corrupt is not None:
-        frames.append(corrupt.select(F.lit(CORRUPT_SIDE).cast("byte").alias(SIDE), "*"))
     if clocked:
         frames.append(clock(main, processing_time=event_time is None))
     union = frames[0]
@@ -78,10 +80,18 @@ def streamed_input(main: DataFrame, broadcast: Any | None, corrupt: DataFrame | 
 
 
 def _side_frame(df: DataFrame, side: int, column: Any, event_time: str | None,
-                *extra: Any) -> DataFrame:
-    """``df`` as ``_side, _ts, [extra], <column(0)> …``: its fields renamed by position."""
-    return df.select(F.lit(side).cast("byte").alias(SIDE), millis(df, event_time).alias(TS),
-                     *extra, *[F.col(f"`{c}`").alias(column(i)) for i, c in enumerate(df.columns)])
+                *extra: Any, what: str = "main") -> DataFrame:
+    """``df`` as ``_side, _ts, [extra], <column(0)> …``: its fields renamed by position. With a
+    corrupt-record column, a malformed row's side is ``CORRUPT_SIDE`` and it carries ``_raw``
+    and ``_error`` (null on the other rows): one scan of the source for both."""
+    tag: Column = F.lit(side)
+    columns = [c for c in df.columns if c != CORRUPT_COLUMN]
+    if len(columns) < len(df.columns):
+        bad, raw, error = letter_columns(df, what)
+        tag = F.when(bad, F.lit(CORRUPT_SIDE)).otherwise(tag)
+        extra = (*extra, F.when(bad, raw).alias(RAW), F.when(bad, error).alias(ERROR))
+    return df.select(tag.cast("byte").alias(SIDE), millis(df, event_time).alias(TS),
+                     *extra, *[F.col(f"`{c}`").alias(column(i)) for i, c in enumerate(columns)])
 
 
 def clock(main: DataFrame, processing_time: bool = False) -> DataFrame:
