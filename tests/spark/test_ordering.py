@@ -54,10 +54,11 @@ def user_file(index: int, users: list[str], count: int) -> list[dict]:
 #: three files per micro-batch; within a micro-batch a user's events are in one file (the
 #: order of two files' rows for one key is their partitions' order, which the harness cannot
 #: know), across micro-batches a user's events spread over files
-BATCHES = [[user_file(0, ["u0", "u1", "u2"], 120), user_file(1, ["v0"], 30),
+#: (each user's events in a file are a multiple of three: its next file starts at "opened")
+BATCHES = [[user_file(0, ["u0", "u1", "u2"], 126), user_file(1, ["v0"], 30),
             user_file(2, ["v1"], 30)],
-           [user_file(3, ["u0", "v0"], 40), user_file(4, ["u1", "v1"], 40),
-            user_file(5, ["u2", "v2"], 40)]]
+           [user_file(3, ["u0", "v0"], 36), user_file(4, ["u1", "v1"], 36),
+            user_file(5, ["u2", "v2"], 36)]]
 
 
 @pytest.fixture
