@@ -178,22 +178,9 @@ def test_shapes_on_spark(runs, spark, tmp_path):
     h = harness_for(app, tmp_path)
     for i, events in enumerate(files[EVENTS]):
         rules = files[BROADCAST][i] if i < len(files[BROADCAST]) else ()
-        h.process_micro_batch(main=runtime_order(spark, app.events_schema, events),
-                              broadcast=list(rules))
+        h.process_micro_batch(main=list(events), broadcast=list(rules))  # in the file's order
     assert on_spark == sorted(tuple(o[:5]) for o in h.output())
     assert len(on_spark) == tracker.counts["main"]
-
-
-def runtime_order(spark, schema: str, rows) -> list[dict]:
-    """A keyed micro-batch's rows in the order the runtime gives keyed state: by event time,
-    then by the row's content hash (Spark's xxhash64 of its columns); shapes has no event
-    time, so by the hash alone."""
-    from pyspark.sql import functions as F
-
-    fields = [part.split()[0] for part in schema.split(", ")]
-    frame = spark.createDataFrame([tuple(r[f] for f in fields) for r in rows], schema)
-    hashes = frame.select(F.xxhash64(*fields).alias("h"), *fields).collect()
-    return [{f: row[f] for f in fields} for row in sorted(hashes, key=lambda r: r["h"])]
 
 
 def test_segments_through_the_cli_restarting_from_its_checkpoint(spark, tmp_path, capsys):

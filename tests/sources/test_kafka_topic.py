@@ -23,6 +23,7 @@ from sparkcast import (
 from sparkcast.errors import PipelineError
 from sparkcast.sources import kafka_topic
 from sparkcast.spark import Stream, read_output
+from sparkcast.testing import KeyedBroadcastHarness
 from tests.spark.corpus import ENRICH, FRAUD, Program
 from tests.spark.differential import (
     harness_outputs,
@@ -385,3 +386,79 @@ def test_a_transactional_topic_is_read_committed_unless_told_otherwise(
                                                       "read_uncommitted"}),
                           tmp_path, f"uncommitted_{uuid.uuid4().hex[:6]}")
     assert sorted(r.id for r in everything) == [1, 2, 3, 4, 5]  # the option wins
+
+
+class OffsetOrder(KeyedBroadcastProcessFunction):
+    """Per user: the offset of the record before this one, and a state machine of the user's
+    steps; both show the order the user's records ran in."""
+
+    def open(self, runtime_context):
+        self.last = runtime_context.get_state(ValueStateDescriptor("last", int))
+        self.state = runtime_context.get_state(ValueStateDescriptor("state", str))
+
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put("factor", value["limit"])
+
+    def process_element(self, value, ctx):
+        previous, state = self.last.value(), self.state.value()
+        valid = _NEXT_STEP[state] == value["step"]
+        self.last.update(value["kafka_offset"])
+        if valid:
+            self.state.update(value["step"])
+        yield value["user"], value["kafka_offset"], previous, valid
+
+
+_NEXT_STEP = {None: "opened", "opened": "paid", "paid": "shipped", "shipped": "opened"}
+
+
+def _user_records(round_: int, users: int = 40, per_user: int = 6) -> list[tuple[str, dict]]:
+    """Each user's steps in order, users interleaved, event times out of produce order."""
+    records = []
+    for i in range(users * per_user):
+        user, n = f"u{i % users}", round_ * per_user + i // users
+        records.append((user, {"user": user, "step": ("opened", "paid", "shipped")[n % 3],
+                               "ts": 1_000_000 + (i * 7919) % 5_000}))
+    return records
+
+
+@pytest.mark.parametrize(("engine", "event_time"), [("micro_batch", "ts"), ("operator", None)])
+def test_each_keys_records_run_in_offset_order_as_on_the_harness(
+        spark, kafka_broker, tmp_path, engine, event_time):
+    """A topic keyed by user over three partitions, read in two micro-batches: every user's
+    records reach the function in offset order (Flink's promise), whatever their event times,
+    and the outputs equal the harness fed the records in produce order."""
+    events, rules = topic_name("steps"), topic_name("factor")
+    kafka_broker.create_topic(events, partitions=3)
+    kafka_broker.create_topic(rules)
+    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
+    events_df = kafka_topic(spark, kafka_broker.bootstrap, events,
+                            "user string, step string, ts long", metadata=["offset"])
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double", key="name")
+    result = Stream(events_df).key_by("user").connect(Stream(rules_df).broadcast(RULES)).process(
+        OffsetOrder(), "user string, offset long, previous long, valid boolean",
+        parallelism=2, event_time=event_time, engine=engine)
+    out = str(tmp_path / "out")
+    produced = []
+    for round_ in range(2):
+        records = _user_records(round_)
+        kafka_broker.produce(events, records)
+        produced += records
+        result.write_stream(out, str(tmp_path / "ckpt"),
+                            trigger={"availableNow": True}).awaitTermination()
+    rows = sorted(tuple(r) for r in read_output(spark, out).collect())
+    assert len(rows) == len(produced)
+    assert all(valid for *_, valid in rows)  # every user's steps in order
+    assert all(previous is None or previous < offset for _, offset, previous, _ in rows)
+
+    offsets: dict[str, list[int]] = {}  # one user, one partition: offsets in produce order
+    for record in kafka_broker.read(events):
+        offsets.setdefault(record.key, []).append(record.offset)
+    fed, seen = [], Counter()
+    for user, value in produced:
+        fed.append({**value, "kafka_offset": offsets[user][seen[user]]})
+        seen[user] += 1
+    harness = KeyedBroadcastHarness(OffsetOrder(), lambda v: v["user"], [RULES])
+    harness.open()
+    harness.process_micro_batch(broadcast=[{"limit": 2.0}])
+    harness.process_micro_batch(main=fed)
+    assert rows == sorted(harness.output())

@@ -1,7 +1,8 @@
 """Run one corpus program on the harness and on Spark, outputs as comparable multisets.
 
 The harness plays Spark's micro-batches with ``process_micro_batch``: one call per batch with the
-same rows, main rows in event-time order (the runtime's order for distinct timestamps) and, for
+same rows, main rows in their source order (each batch is one file or one frame on Spark, so
+the order its rows are listed in) and, for
 programs with timers, the watermark Spark computes: the largest main ``ts`` of the earlier
 batches (a zero delay), plus the no-data batch Spark runs when the watermark moved last.
 
@@ -51,7 +52,6 @@ def harness_outputs(program: Program, batches: list[tuple[list, list]] | None = 
     bcast_fields = _fields(program.broadcast_schema)
     seen: list[int] = []
     for bcast, main in batches:
-        main = sorted(main, key=lambda r: r["ts"])
         watermark = max(seen) if program.timers and streaming and seen else None
         h.process_micro_batch(
             [_row(main_fields, r) for r in main], [_row(bcast_fields, r) for r in bcast],

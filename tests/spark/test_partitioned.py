@@ -100,7 +100,7 @@ def _harness(batches: list[list[int]], initial: dict | None = None) -> KeyedBroa
                               initial_state=initial)
     h.open()
     for files in batches:
-        main = sorted((e for i in files for e in _events(i)), key=lambda e: e["ts"])
+        main = [e for i in files for e in _events(i)]  # source order
         bcast = [r for i in files for r in _rules(i)]
         h.process_micro_batch([Row(**e) for e in main], [Row(**r) for r in bcast],
                               main_timestamps=[e["ts"] for e in main],
@@ -188,10 +188,20 @@ def test_apply_to_keyed_state_reaches_every_subtask_and_sizes_do_not_matter(spar
     assert _written(spark, tmp_path / "one") == expected
     # totals were cleared twice on every subtask: no total after a reset exceeds that batch's
     assert any(row[3] == 2 for row in expected)
-    # two files per micro-batch, one subtask: the harness over the same batches agrees
+    # two files per micro-batch, one subtask: the harness over the same batches agrees, fed
+    # each batch's files in the order Spark reads them (its file partitions: largest first,
+    # then in the order the source took them), each file in line order
     _write(tmp_path / "two", range(5))
     _run(_totals(spark, tmp_path / "two", parallelism=1, files_per_trigger=2), tmp_path / "two")
-    assert _written(spark, tmp_path / "two") == _expected([[0, 1], [2, 3], [4]])
+    assert _written(spark, tmp_path / "two") == _expected(
+        [_as_read(tmp_path / "two", batch) for batch in ([0, 1], [2, 3], [4])])
+
+
+def _as_read(base, files: list[int]) -> list[int]:
+    """The order a file source reads one micro-batch's small files in: by size, largest first,
+    ties in the order of ``files``."""
+    size = {i: (base / "events" / f"part-{i:04d}.json").stat().st_size for i in files}
+    return sorted(files, key=lambda i: -size[i])
 
 
 def test_a_restart_and_a_replay_continue_the_keyed_state_exactly_once(spark, tmp_path):

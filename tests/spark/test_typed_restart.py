@@ -143,7 +143,7 @@ def test_typed_state_evolves_across_a_restart_and_an_incompatible_change_is_refu
     write_batch_file(tmp_path / "events", 0, [{"id": i, "k": f"k{i % 2}"} for i in range(4)])
     _run(_result(spark, tmp_path, rule_v1(), seen_v1()), tmp_path)
     first = _rows(spark, tmp_path)
-    # the order of one key's rows follows their content hash (no event time): count per key
+    # count per key: each key's rows run in the file's order
     assert sorted((k, n) for k, _, n, *_ in first) == [("k0", 1), ("k0", 2), ("k1", 1), ("k1", 2)]
     assert {row[3:] for row in first} == {("block", 1, True, "-")}
 

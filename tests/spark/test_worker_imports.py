@@ -72,7 +72,7 @@ def test_the_operator_paths_worker_imports_the_processor_and_state_alone(spark, 
     modules = _imported_by_a_worker(operator_processor(result.plan), tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.processor", "sparkcast.spark.execution.dead_letters",
-        "sparkcast.spark.execution.packing"}
+        "sparkcast.spark.execution.packing", "sparkcast.spark.execution.ordering"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
 
 
@@ -116,7 +116,7 @@ def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spa
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.partitioned", "sparkcast.spark.execution.routing",
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
-        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.execution.packing",
+        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.execution.ordering",
         "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
         "sparkcast.spark.state.store_backend"}
     assert "sparkcast.spark.execution.processor" not in modules

@@ -10,8 +10,9 @@ through the same shuffle to subtask ``hash(key) mod P``), which the adapter rout
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, NamedTuple
+import heapq
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple, TypeVar
 
 from sparkcast.api.functions import KeyedBroadcastProcessFunction
 from sparkcast.api.keyed_functions import (
@@ -21,7 +22,10 @@ from sparkcast.api.keyed_functions import (
     KeyedProcessFunction,
 )
 from sparkcast.api.runtime_context import RuntimeContext
+from sparkcast.api.timers import MIN_WATERMARK
 from sparkcast.errors import PipelineError
+
+T = TypeVar("T")
 
 
 class CoElement(NamedTuple):
@@ -29,6 +33,17 @@ class CoElement(NamedTuple):
 
     input: int
     value: Any
+
+
+def merged_by_time(inputs: Iterable[Iterable[tuple[int | None, T]]]
+                   ) -> Iterator[tuple[int | None, T]]:
+    """A co-function's inputs as one stream: ``(timestamp, element)`` pairs of each input in
+    its source order, merged by event time without reordering either input (on equal times,
+    and without event time, the earlier input first), as a two-input Flink operator takes each
+    input in its order. The harness and both Spark engines merge with this."""
+    def time_of(item: tuple[int | None, Any]) -> int:
+        return MIN_WATERMARK if item[0] is None else item[0]
+    return heapq.merge(*inputs, key=time_of)
 
 
 class KeyedAdapter(KeyedBroadcastProcessFunction):

@@ -19,7 +19,7 @@ from sparkcast.errors import PipelineError
 # ---- the tagged inputs
 SUBTASK = "_subtask"  #: the operator's grouping key (a virtual subtask's group value)
 SIDE = "_side"  #: which input a row comes from (``MAIN_SIDE``, ``BROADCAST_SIDE``, ...)
-SEQ = "_seq"  #: a content hash ordering rows of equal timestamps the same way in every run
+SEQ = "_seq"  #: a main row's source position, the order its subtask runs it in (``ordering.py``)
 BLOB = "_blob"  #: packed main rows (``execution/packing.py``)
 ORDER = "_order"  #: the broadcast side's ``order_by`` column
 RAW = "_raw"  #: a malformed input line's text

@@ -27,13 +27,12 @@ from sparkcast.api.options import OnError, ProcessOptions, TimeAlignment, ready_
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.pyflink_types import output_ddl
 from sparkcast.api.row import Row
-from sparkcast.api.timers import MIN_WATERMARK
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.ddl import parse_ddl
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import thaw
 from sparkcast.core.inferred_schema import infer_ddl
-from sparkcast.core.keyed_process import CoElement, KeyedAdapter
+from sparkcast.core.keyed_process import CoElement, KeyedAdapter, merged_by_time
 from sparkcast.core.output_check import OutputChecker
 from sparkcast.core.output_values import object_fields
 from sparkcast.core.records import DEAD_LETTERS, BroadcastElement, DeadLetter, OutputRecord
@@ -457,12 +456,10 @@ class KeyedCoProcessHarness(KeyedBroadcastHarness):
                                input2: Sequence[tuple[Any, int | None]] = (), *,
                                watermark: int | None = None,
                                processing_time: int | None = None) -> None:
-        """One Spark micro-batch of ``(value, timestamp)`` pairs of both inputs, merged by
-        timestamp as the runtime orders them (input 1 first on equal timestamps here; on Spark
-        a content hash breaks ties)."""
-        merged = sorted([(t, 0, CoElement(1, v)) for v, t in input1]
-                        + [(t, 1, CoElement(2, v)) for v, t in input2],
-                        key=lambda e: (MIN_WATERMARK if e[0] is None else e[0], e[1]))
-        self.process_micro_batch([e for _, _, e in merged],
-                                 main_timestamps=[t for t, _, _ in merged],
+        """One Spark micro-batch of ``(value, timestamp)`` pairs of both inputs, each in its
+        source order, merged by timestamp as the runtime merges them (``merged_by_time``)."""
+        merged = list(merged_by_time([[(t, CoElement(1, v)) for v, t in input1],
+                                      [(t, CoElement(2, v)) for v, t in input2]]))
+        self.process_micro_batch([e for _, e in merged],
+                                 main_timestamps=[t for t, _ in merged],
                                  watermark=watermark, processing_time=processing_time)

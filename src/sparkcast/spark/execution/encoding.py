@@ -162,7 +162,10 @@ def to_pandas(table: pa.Table) -> pd.DataFrame:
             columns[name] = pd.arrays.IntegerArray(np.zeros(count, dtype=kind.to_pandas_dtype()),
                                                    np.ones(count, dtype=bool))
         else:
+            # maps as dicts: PySpark's conversion calls .items() on a map value (Arrow's default
+            # list of pairs failed the micro-batch)
             series = pa.table({name: column}).to_pandas(types_mapper=_NULLABLE_INTS.get,
-                                                        date_as_object=True)[name]
+                                                        date_as_object=True,
+                                                        maps_as_pydicts="strict")[name]
             columns[name] = series.astype(object) if pa.types.is_string(kind) else series
     return pd.DataFrame(columns)

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 
+from sparkcast.spark.execution.ordering import in_order, positions
 from sparkcast.spark.layout import BLOB, SEQ, SIDE, SUBTASK, TS
 
 PACKED_SCHEMA = f"{SUBTASK} long, {SIDE} byte, {TS} long, {SEQ} long, {BLOB} binary"
@@ -24,13 +25,19 @@ _OUT = pa.schema([(SUBTASK, pa.int64()), (SIDE, pa.int8()), (TS, pa.int64()),
 
 
 def pack_main(batches: Iterator[pa.RecordBatch], side: int = 0) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: rows ``(_subtask, _ts, _seq, m_0 … m_k)`` → one blob per subtask.
-    ``side`` tags the blobs: 0 the main input, 2 a co-function's second keyed input."""
+    """``mapInArrow`` body: rows ``(_subtask, _ts, m_0 … m_k)`` → one blob per subtask of rows
+    ``(_ts, _seq, m_0 … m_k)``, ``_seq`` the row's source position (``ordering.py``). ``side``
+    tags the blobs: 0 the main input, 2 a co-function's second keyed input."""
+    task = TaskContext.get()
+    partition, read = (task.partitionId() if task else 0), 0
     for batch in batches:
         if batch.num_rows == 0:
             continue
         subtasks = batch.column(0)
-        body = batch.select(list(range(1, batch.num_columns)))
+        body = pa.RecordBatch.from_arrays(
+            [batch.column(1), positions(partition, read, batch.num_rows),
+             *batch.columns[2:]], names=[TS, SEQ, *batch.schema.names[2:]])
+        read += batch.num_rows
         groups, blobs = [], []
         for group in pc.unique(subtasks).to_pylist():
             groups.append(group)
@@ -49,23 +56,8 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def unpack_main(blobs: list[bytes], ordered: bool) -> pa.Table:
-    """The main rows of one subtask: ``_ts``, ``_seq``, ``m_0 …``. With ``ordered``, in (event
-    time, content hash) order: the order Spark's shuffle delivers rows in varies between runs,
-    and keyed state sees that order. A non-keyed function's main side reads only read-only
-    state, so its outputs do not depend on row order and the sort (~0.4 µs a row) is skipped."""
+def unpack_main(blobs: list[bytes]) -> pa.Table:
+    """The main rows of one subtask (``_ts``, ``_seq``, ``m_0 …``) in source order: the order
+    Spark's shuffle delivers the blobs in varies between runs, the source positions do not."""
     tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-    return in_order(table) if ordered else table
-
-
-def in_order(table: pa.Table) -> pa.Table:
-    """``table``'s rows in (event time, content hash) order, nulls first: one order whatever
-    order the shuffle delivered them in."""
-    seq = table.column(SEQ).to_numpy()
-    ts = table.column(TS)
-    if ts.null_count == len(ts):  # no event time: one key (a two-key Arrow sort costs ~8x)
-        order = np.argsort(seq, kind="stable")
-    else:
-        order = np.lexsort((seq, ts.fill_null(np.iinfo(np.int64).min).to_numpy()))
-    return table.take(pa.array(order))
+    return in_order(tables[0] if len(tables) == 1 else pa.concat_tables(tables))

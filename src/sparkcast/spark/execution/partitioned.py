@@ -12,7 +12,7 @@ elements), so main rows must meet their key's subtask. ``write_stream`` runs it 
     2. main rows get their subtask (``hash(key) mod P``, Spark's Murmur3 as on the operator engine)
        and one tick row per subtask joins them (so every subtask runs: timers, held elements);
        ``repartition`` by subtask, then one ``mapInArrow`` (``PartitionedRunner``) runs each
-       subtask's rows in (event time, content hash) order against snapshot N and the subtask's
+       subtask's rows in source order (``ordering.py``) against snapshot N and the subtask's
        keyed store at N-1 (``state/keyed_store.py``), and commits the store's delta N;
     3. the writer writes the tagged outputs as micro-batch N, once.
 
@@ -53,7 +53,7 @@ from sparkcast.spark.execution.dead_letters import (
 from sparkcast.spark.execution.encoding import OutputEncoder
 from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
-from sparkcast.spark.execution.packing import in_order
+from sparkcast.spark.execution.ordering import in_order, source_position
 from sparkcast.spark.execution.routing import group_column, hash_columns, subtask_rows
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.values import co_elements, converters, key_values, main_values
@@ -141,8 +141,9 @@ class PartitionedOutputs(MicroBatchOutputs):
 
     def _main(self, batch: DataFrame) -> DataFrame:
         """Main rows as ``_subtask, _side, _ts, _seq, m_0 …`` (a co-function's second input's
-        as ``… s_0 …``, to the subtask of the same key hash) with the ticks, by subtask; one
-        filter over the batch, which Spark computes again from the sources for each."""
+        as ``… s_0 …``, to the subtask of the same key hash), ``_seq`` their source position,
+        with the ticks, by subtask; one filter over the batch, which Spark computes again from
+        the sources for each."""
         plan = self.plan
         inputs = [(MAIN_SIDE, [main_column(i) for i in range(len(plan.main_fields))],
                    plan.key_positions)]
@@ -151,14 +152,12 @@ class PartitionedOutputs(MicroBatchOutputs):
                                          for i in range(len(plan.second_fields))],
                            plan.second_key_positions))
         rows = batch.filter(F.col(SIDE).isin(*[side for side, _, _ in inputs]))
-        content, hashed = _hashes(rows, *inputs[0][1:])
+        hashed = _key_hash(rows, *inputs[0][1:])
         for side, names, keys in inputs[1:]:
-            this, key = _hashes(rows, names, keys)
-            content = F.when(F.col(SIDE) == side, this).otherwise(content)
-            hashed = F.when(F.col(SIDE) == side, key).otherwise(hashed)
+            hashed = F.when(F.col(SIDE) == side, _key_hash(rows, names, keys)).otherwise(hashed)
         subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
         rows = rows.select(group_column(self.groups, subtask).alias(SUBTASK), F.col(SIDE),
-                           F.col(TS), content.alias(SEQ),
+                           F.col(TS), source_position().alias(SEQ),
                            *[name for _, names, _ in inputs for name in names])
         return rows.unionByName(self.ticks, allowMissingColumns=True).repartition(
             self.partitions, SUBTASK)
@@ -177,11 +176,12 @@ class PartitionedOutputs(MicroBatchOutputs):
                 for subtask in range(self.plan.parallelism)}
 
 
-def _hashes(rows: DataFrame, names: list[str], keys: tuple[int, ...]) -> tuple[Any, Any]:
-    """An input's content hash (``_seq``) and key hash (its subtask: Spark's Murmur3 of the key
-    columns, as on the operator; the content hash without a key)."""
-    content = F.xxhash64(*hash_columns(rows, names))
-    return content, F.hash(*hash_columns(rows, [names[p] for p in keys])) if keys else content
+def _key_hash(rows: DataFrame, names: list[str], keys: tuple[int, ...]) -> Any:
+    """An input's subtask hash: Spark's Murmur3 of the key columns, as on the operator (the
+    content's xxhash64 without a key)."""
+    if keys:
+        return F.hash(*hash_columns(rows, [names[p] for p in keys]))
+    return F.xxhash64(*hash_columns(rows, names))
 
 
 def write_seeds(plan: RuntimePlan, checkpoint_location: str, store: str) -> None:
@@ -273,8 +273,8 @@ class PartitionedRunner:
 
     def _inputs(self, rows: pa.Table, engine: SubtaskEngine
                 ) -> tuple[Any, list[Any], list[Any] | None]:
-        """A subtask's main values (a co-function's ``CoElement``s of both inputs), in (event
-        time, content hash) order, with their timestamps and keys (None: not keyed)."""
+        """A subtask's main values (a co-function's ``CoElement``s of both inputs), in source
+        order, with their timestamps and keys (None: not keyed)."""
         plan = self.plan
         sides = rows.column(SIDE)
         first = rows.filter(pc.equal(sides, MAIN_SIDE)).select(
@@ -283,8 +283,9 @@ class PartitionedRunner:
         if plan.second_fields:
             second = rows.filter(pc.equal(sides, SECOND_SIDE)).select(
                 [TS, SEQ, *[second_column(i) for i in range(len(plan.second_fields))]])
-            return co_elements((first, second), ((plan.main_fields, plan.key_positions),
-                                                 (plan.second_fields, plan.second_key_positions)),
+            return co_elements((in_order(first), in_order(second)),
+                               ((plan.main_fields, plan.key_positions),
+                                (plan.second_fields, plan.second_key_positions)),
                                (convert, converters(plan.second_types, plan.time_zone)))
         main = in_order(first)
         values, timestamps = main_values(main, 2, plan.main_fields, engine.vectorized, convert)

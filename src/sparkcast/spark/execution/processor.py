@@ -136,7 +136,7 @@ class BroadcastProcessor(StatefulProcessor):
         blobs = frame.iloc[:, _BLOB][~is_broadcast].tolist()
         if not blobs:
             return broadcast, [], None, None
-        table = unpack_main(blobs, ordered=plan.keyed or plan.options.time_alignment == "event")
+        table = unpack_main(blobs)
         main, timestamps = main_values(table, 2, plan.main_fields, engine.vectorized,
                                        self.main_convert)
         if not plan.keyed or engine.vectorized:
@@ -175,7 +175,7 @@ def _co_main(frame: pd.DataFrame, plan: RuntimePlan, convert: tuple[dict[int, An
     tables = []
     for side in (MAIN_SIDE, SECOND_SIDE):
         blobs = frame.iloc[:, _BLOB][sides == side].tolist()
-        tables.append(unpack_main(blobs, ordered=False) if blobs else None)
+        tables.append(unpack_main(blobs) if blobs else None)
     return co_elements((tables[0], tables[1]),
                        ((plan.main_fields, plan.key_positions),
                         (plan.second_fields, plan.second_key_positions)),

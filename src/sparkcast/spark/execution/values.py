@@ -48,8 +48,7 @@ from pyspark.sql.types import (
 )
 
 from sparkcast.api.row import TupleRow, row_type
-from sparkcast.api.timers import MIN_WATERMARK
-from sparkcast.core.keyed_process import CoElement
+from sparkcast.core.keyed_process import CoElement, merged_by_time
 from sparkcast.core.records import BroadcastElement
 
 Convert = Callable[[Any], Any]
@@ -150,21 +149,22 @@ def key_values(table: pa.Table, first: int, positions: tuple[int, ...]) -> list[
 def co_elements(tables: tuple[pa.Table | None, pa.Table | None], fields: tuple[Any, Any],
                 found: tuple[dict[int, Convert], dict[int, Convert]]
                 ) -> tuple[list[Any], list[Any], list[Any]]:
-    """A co-function's two keyed inputs (tables of ``_ts, _seq, <fields> …``; ``fields``:
-    ``(names, key positions)`` of each) as one stream of ``CoElement``s with timestamps and
-    keys, in (event time, content hash) order over both, so the order never depends on the
-    shuffle (the operator and the micro-batch engine alike)."""
-    merged: list[tuple[Any, Any, CoElement, Any]] = []
+    """A co-function's two keyed inputs (tables of ``_ts, _seq, <fields> …`` in source order;
+    ``fields``: ``(names, key positions)`` of each) as one stream of ``CoElement``s with
+    timestamps and keys, merged by event time without reordering either input
+    (``keyed_process.merged_by_time``), the same on the operator and the micro-batch engine."""
+    sides: list[list[tuple[int | None, tuple[CoElement, Any]]]] = []
     for number, (table, (names, positions), convert) in enumerate(
             zip(tables, fields, found, strict=True), start=1):
         if table is None or not table.num_rows:
             continue
         values, timestamps = main_values(table, 2, names, False, convert)
-        merged.extend(zip(timestamps, table.column(1).to_pylist(),
-                          (CoElement(number, v) for v in values),
-                          key_values(table, 2, positions), strict=True))
-    merged.sort(key=lambda m: (MIN_WATERMARK if m[0] is None else m[0], m[1]))
-    return [m[2] for m in merged], [m[0] for m in merged], [m[3] for m in merged]
+        sides.append(list(zip(timestamps, zip((CoElement(number, v) for v in values),
+                                              key_values(table, 2, positions), strict=True),
+                              strict=True)))
+    merged = list(merged_by_time(sides))
+    return ([element for _, (element, _) in merged], [ts for ts, _ in merged],
+            [key for _, (_, key) in merged])
 
 
 def convert_rows(rows: list[TupleRow], fields: tuple[str, ...], found: dict[int, Convert]

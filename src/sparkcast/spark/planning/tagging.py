@@ -2,12 +2,13 @@
 
 Both inputs become one tagged DataFrame on the operator engine (DESIGN.md §4)::
 
-    main      ─ select(_subtask, _ts, _seq, m_0 … m_k) ─ mapInArrow(one blob per subtask) ─┐
-    broadcast ─ select(_side 1, _ts, _seq, _order, b_0 … b_j) × subtasks ───────────────┴ union
+    main      ─ select(_subtask, _ts, m_0 … m_k) ─ mapInArrow(one blob per subtask) ─┐
+    broadcast ─ select(_side 1, _ts, _order, b_0 … b_j) × subtasks ───────────┴ union
 
 ``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
-distinct partitions (otherwise two subtasks can share a task while a core idles). ``_seq`` is a
-content hash that orders rows with equal timestamps the same way in every run. The
+distinct partitions (otherwise two subtasks can share a task while a core idles). The packing
+adds each main row's source position (``_seq``, ``execution/ordering.py``), the order its
+subtask runs it in. The
 micro-batch engine in place takes ``_ts, m_0 …`` as they are (:func:`stateless_input`); its
 ``foreachBatch`` query one union of the inputs (their malformed rows tagged in the same pass)
 and the clock, told apart by ``_side`` (:func:`streamed_input`).
@@ -162,15 +163,16 @@ def millis(df: DataFrame, event_time: str | None) -> Any:
 
 def tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
              event_time: str | None, side: int = MAIN_SIDE) -> DataFrame:
+    """Main rows by subtask, packed (``pack_main`` adds each row's source position): a key's
+    subtask is Spark's Murmur3 of its columns, a non-keyed row's its content hash (xxhash64)."""
     columns = [F.col(f"`{c}`") for c in main.columns]
-    content = F.xxhash64(*hash_columns(main, main.columns))
-    hashed = F.hash(*hash_columns(main, key_columns)) if key_columns else content
+    hashed = (F.hash(*hash_columns(main, key_columns)) if key_columns
+              else F.xxhash64(*hash_columns(main, main.columns)))
     # xxhash64 is a long and element_at takes an int index: non-keyed plans failed to resolve
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
         group_column(groups, subtask).alias(SUBTASK),
         millis(main, event_time).alias(TS),
-        content.alias(SEQ),
         *[c.alias(main_column(i)) for i, c in enumerate(columns)],
     ).mapInArrow(functools.partial(pack_main, side=side), PACKED_SCHEMA)
 
@@ -194,7 +196,7 @@ def tag_broadcast(spark: SparkSession, broadcast: Any, groups: list[int],
     return df.select(
         F.lit(BROADCAST_SIDE).cast("byte").alias(SIDE),
         millis(df, event_time).alias(TS),
-        F.xxhash64(*hash_columns(df, df.columns)).alias(SEQ),
+        F.lit(None).cast("long").alias(SEQ),  # broadcast elements have their own order
         F.lit(None).cast("binary").alias(BLOB),
         order.alias(ORDER),
         *[c.alias(broadcast_column(i)) for i, c in enumerate(columns)],
