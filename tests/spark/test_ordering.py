@@ -96,7 +96,7 @@ def on_spark(spark, root, engine: str, event_time: str | None, parallelism: int)
 
 def on_harness() -> list:
     """The harness fed each micro-batch's files in file order, each file in line order."""
-    h = KeyedBroadcastHarness(Orders(), lambda v: v["user"], [RULES])
+    h = KeyedBroadcastHarness(Orders(), lambda v: v["user"], [RULES], output_schema=OUTPUT)
     h.open()
     h.process_micro_batch(broadcast=[{"version": 1}])
     for batch in BATCHES:
