@@ -288,6 +288,7 @@ def test_nested_pyflink_types_in_state_and_outputs(state_backend):
     assert (match.rule, match.color, match.shapes_seen) == ("sq-tri", "red",
                                                              ["square", "triangle"])
     assert [(p.first, p.second) for p in match.pairs] == [(1, 4), (3, 4)]
+    assert match.counts == {"square": 2, "triangle": 1}
     assert [tuple(r) for r in h.side_output(program.UNMATCHED)] == [("blue", 5, "circle")]
     assert h.dead_letters() == []
     [waiting] = h.keyed_state(program.WAITING, "blue")["sq-tri"]

@@ -4,9 +4,8 @@ dataclass objects under ``Types.LIST(Types.PICKLED_BYTE_ARRAY())``, rules as
 ``Types.MAP(Types.STRING(), Types.PICKLED_BYTE_ARRAY())`` in broadcast state, a count per shape
 under ``Types.MAP(Types.STRING(), Types.LONG())``, the pairs made under a ``ListStateDescriptor``
 of ``Types.ROW_NAMED``, a ``ROW_NAMED`` output holding a ``LIST`` of ``ROW_NAMED`` and a
-``BASIC_ARRAY``, and a ``ROW_NAMED`` side output. Only the imports changed from the PyFlink
-program. (The output holds no ``MAP``: a map column of an output fails the micro-batch on
-Spark's stateful operator, see the report of issue 38; the harness checks map outputs.)"""
+``BASIC_ARRAY`` and a ``MAP``, and a ``ROW_NAMED`` side output. Only the imports changed from
+the PyFlink program."""
 
 from dataclasses import dataclass
 
@@ -37,10 +36,10 @@ PAIRS = ListStateDescriptor("pairs", Types.ROW_NAMED(["rule", "first", "second"]
 UNMATCHED = OutputTag("unmatched", Types.ROW_NAMED(["id", "color", "shape"],
                                                    [Types.INT(), Types.STRING(), Types.STRING()]))
 OUTPUT_TYPE = Types.ROW_NAMED(
-    ["rule", "color", "pairs", "shapes_seen"],
+    ["rule", "color", "pairs", "shapes_seen", "counts"],
     [Types.STRING(), Types.STRING(),
      Types.LIST(Types.ROW_NAMED(["first", "second"], [Types.INT(), Types.INT()])),
-     Types.BASIC_ARRAY(Types.STRING())])
+     Types.BASIC_ARRAY(Types.STRING()), Types.MAP(Types.STRING(), Types.LONG())])
 
 
 class PairShapes(KeyedBroadcastProcessFunction):
@@ -66,7 +65,7 @@ class PairShapes(KeyedBroadcastProcessFunction):
                 for w in stored:
                     self.pairs.add(Row(rule=name, first=w.id, second=value["id"]))
                 yield Row(rule=name, color=ctx.get_current_key(), pairs=pairs,
-                          shapes_seen=sorted(seen))
+                          shapes_seen=sorted(seen), counts=dict(seen))
                 stored = []
                 matched = True
             if value["shape"] == rule["first"]:
