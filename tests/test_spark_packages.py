@@ -1,5 +1,5 @@
-"""The connectors a session gets (``sparkcast.spark.launch.packages``): a clone's ``.jars``
-folder, else coordinates matching the running PySpark, else nothing when the user chose jars or
+"""The connectors a session gets (``sparkcast.spark.launch.packages``): coordinates matching
+the running PySpark where no ``.jars`` folder is found, nothing when the user chose jars or
 turned it off; and the one-line error of a failed resolution. No Spark session here: the
 deployment test (``tests/deploy/test_pip_install.py``) starts one from an installed wheel."""
 
@@ -123,15 +123,13 @@ def test_off_adds_nothing(pip_installed, monkeypatch):
     assert with_connectors({"a": "b"}) == ({"a": "b"}, [])
 
 
-def test_a_clone_takes_its_jars_folder(pip_installed, monkeypatch):
+def test_a_clone_with_its_jars_folder_is_left_alone(pip_installed, monkeypatch):
+    """Its tests and demos add the folder's jars themselves (``with_spark_jars``)."""
     folder = pip_installed / "jars"
     (folder / "spark").mkdir(parents=True)
     (folder / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar").touch()
     monkeypatch.setenv(JARS_VARIABLE, str(folder))
-    settings, added = with_connectors({})
-    assert added == []
-    assert settings["spark.jars"] == str(folder / "spark" / "spark-sql-kafka-0-10_2.13-4.2.0.jar")
-    assert "spark.jars.packages" not in settings
+    assert with_connectors({"a": "b"}) == ({"a": "b"}, [])
 
 
 def test_the_resolution_error_names_what_ivy_did_not_find(tmp_path):

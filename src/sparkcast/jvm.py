@@ -1,6 +1,7 @@
 """Where the JVM parts are: the jars ``make install`` resolves with Maven into ``.jars/<part>``.
 
-``jvm/<part>/pom.xml`` names them (``spark``: Spark's Kafka connector and Delta; ``kafka-broker``:
+``jvm/<part>/pom.xml`` names them (``spark``: Spark's Kafka connector, spark-avro and Delta;
+``kafka-broker``:
 Kafka's own broker); the Makefile exports the folder as ``SPARKCAST_JARS``. Spark-free, so the
 throwaway broker (``sparkcast.testing.kafka``) finds its jars without PySpark.
 """

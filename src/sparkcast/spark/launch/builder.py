@@ -22,11 +22,11 @@
   wins, since the driver JVM is already running);
   ``spark.ui.enabled`` / ``showConsoleProgress`` off: no port to bind, no progress bars in logs
   (``ui=True`` switches the UI on);
-* Spark's Kafka connector and spark-avro (Delta when ``SPARKCAST_PACKAGES`` names it), from a
-  clone's ``.jars/spark`` or else by Maven coordinates matching the running PySpark in
-  ``spark.jars.packages`` (``packages.py``), unless the settings name ``spark.jars`` or
-  ``spark.jars.packages`` themselves or ``SPARKCAST_PACKAGES=off``; not under
-  ``spark-submit``, whose ``--packages`` does it;
+* where no ``.jars/`` folder of a clone is found (a pip install): Spark's Kafka connector and
+  spark-avro (Delta when ``SPARKCAST_PACKAGES`` names it) by Maven coordinates matching the
+  running PySpark, in ``spark.jars.packages`` (``packages.py``), unless the settings name
+  ``spark.jars`` or ``spark.jars.packages`` themselves or ``SPARKCAST_PACKAGES=off``; not
+  under ``spark-submit``, whose ``--packages`` does it;
 * the installed PySpark is one of the tested range (``versions.py``), else one clear error;
 * logs stay at Spark's own level with only known noise silenced (``quiet.py``);
   ``metrics_port`` serves the Prometheus endpoint (``observe/prometheus.py``).

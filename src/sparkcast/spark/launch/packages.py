@@ -1,8 +1,10 @@
-"""The JVM connectors a session gets: the ``.jars/`` folder of a clone, else Maven coordinates.
+"""The JVM connectors a pip-installed sparkcast's session gets, by Maven coordinates.
 
 Spark's Kafka source, Avro and Delta are not among PySpark's own jars. A clone after
-``make install`` has them in ``.jars/spark`` (``jars.py``). A pip-installed sparkcast has no
-such folder, so ``session()`` names them by coordinates that match the running PySpark in
+``make install`` has them in ``.jars/spark``, which its tests and demos add themselves
+(``jars.with_spark_jars``): ``session()`` leaves a clone's sessions as they are, so a session
+that needs no connector starts without them. A pip-installed sparkcast has no such folder, so
+``session()`` names them by coordinates that match the running PySpark in
 ``spark.jars.packages``, which Spark resolves with Ivy when its JVM starts (the local Maven
 repository ``~/.m2`` first, then Maven Central; once per machine, then from Ivy's cache):
 
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from sparkcast.errors import MissingDependencyError
 from sparkcast.jvm import has_jars
-from sparkcast.spark.launch.jars import DELTA_SETTINGS, with_spark_jars
+from sparkcast.spark.launch.jars import DELTA_SETTINGS
 
 #: the environment variable that chooses the connectors added by coordinates
 PACKAGES_VARIABLE = "SPARKCAST_PACKAGES"
@@ -90,13 +92,11 @@ def scala_version(jars: Path | None = None) -> str:
 
 
 def with_connectors(settings: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """``settings`` with the connectors (see the module's docstring) and the coordinates added
-    by ``spark.jars.packages`` (empty when none were)."""
+    """``settings`` with the connectors' coordinates in ``spark.jars.packages`` (see the
+    module's docstring), and the coordinates added (empty when none were)."""
     names = chosen()
-    if not names or _user_jars(settings):
+    if not names or _user_jars(settings) or has_jars("spark"):
         return dict(settings), []
-    if has_jars("spark"):
-        return with_spark_jars(dict(settings)), []
     import pyspark
 
     added = coordinates(names, pyspark.__version__, scala_version())
