@@ -7,6 +7,9 @@ never stops the stream: it keeps its place as a ``_corrupt_record`` row holding 
 topic, partition, offset, reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
+Spark's Kafka connector must be in the session: ``session()`` adds it (``spark/launch/
+packages.py``); a session without it is refused at ``kafka_topic`` with its coordinates.
+
 Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
 with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
 and Kafka Streams' ``GlobalKTable`` do): a broadcast side reads the whole topic, every current
@@ -31,7 +34,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sparkcast.errors import PipelineError
+from sparkcast.errors import MissingDependencyError, PipelineError
+from sparkcast.spark.launch.packages import coordinates, scala_version
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 #: the record's metadata ``metadata=`` can add, each as column ``kafka_<name>``
@@ -71,8 +75,25 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | St
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
-    raw = reader.options(**settings).load()
+    try:
+        raw = reader.options(**settings).load()
+    except Exception as error:
+        if "DATA_SOURCE_NOT_FOUND" in str(error):
+            raise _no_connector() from error
+        raise
     return _parsed(raw, struct, key, tombstone, list(metadata))
+
+
+def _no_connector() -> MissingDependencyError:
+    """The session has no Kafka connector: a session of its own, ``SPARKCAST_PACKAGES=off`` or
+    ``spark-submit`` without ``--packages``; the error names its coordinates."""
+    import pyspark
+
+    (connector,) = coordinates(("kafka",), pyspark.__version__, scala_version())
+    return MissingDependencyError(
+        f"this Spark session has no Kafka connector: start it with sparkcast.spark.session(), "
+        f"which adds {connector} (unless SPARKCAST_PACKAGES leaves kafka out), or give "
+        f"spark.jars.packages={connector} (spark-submit: --packages {connector})")
 
 
 def _struct(schema: str | StructType) -> StructType:
