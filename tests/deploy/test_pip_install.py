@@ -8,7 +8,8 @@ Nothing is downloaded while it runs: pip installs from the wheelhouse ``make ins
 from pip's cache (``--no-index``), and Spark resolves the coordinates from the local Maven
 repository that ``make install`` filled, through an Ivy settings file with that one resolver,
 given by ``spark-defaults.conf`` in ``SPARK_CONF_DIR`` (the user's place for such settings,
-not sparkcast's code). A session refused by the resolver is one line naming the coordinates."""
+not sparkcast's code). A session refused by the resolver is one line naming the coordinates,
+and ``spark-submit`` without ``--packages`` is told which to give when ``kafka_topic`` runs."""
 
 from __future__ import annotations
 
@@ -77,15 +78,17 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env
 
 
-def user_environment(base: Path, ivy_root: str) -> dict[str, str]:
-    """The environment of a user's shell: no source tree, no ``.jars`` folder; the Ivy
-    settings (the local Maven repository only) in ``spark-defaults.conf``."""
+def user_environment(venv: Path, base: Path, ivy_root: str) -> dict[str, str]:
+    """The environment of a user's shell with ``venv`` activated: no source tree, no ``.jars``
+    folder; the Ivy settings (the local Maven repository only) in ``spark-defaults.conf``."""
     conf = base / "spark-conf"
     conf.mkdir()
     (conf / "ivysettings.xml").write_text(IVY_SETTINGS.format(root=ivy_root))
     (conf / "spark-defaults.conf").write_text(
         f"spark.jars.ivySettings {conf / 'ivysettings.xml'}\nspark.jars.ivy {base / 'ivy'}\n")
-    return {**without_sources(), "SPARK_CONF_DIR": str(conf)}
+    shell = without_sources()
+    return {**shell, "SPARK_CONF_DIR": str(conf), "VIRTUAL_ENV": str(venv),
+            "PATH": os.pathsep.join([str(venv / "bin"), shell.get("PATH", "")])}
 
 
 def without_sources() -> dict[str, str]:
@@ -107,7 +110,7 @@ def test_a_kafka_job_runs_from_the_installed_wheel(venv, kafka_broker, tmp_path)
                                             for p, v in prices.items()])
     kafka_broker.produce(topics["orders"], [(o, {"order_id": o, "product": p, "quantity": q})
                                             for o, p, q in orders])
-    env = {**user_environment(tmp_path, (Path.home() / ".m2" / "repository").as_uri()),
+    env = {**user_environment(venv, tmp_path, (Path.home() / ".m2" / "repository").as_uri()),
            "JOB_BOOTSTRAP": kafka_broker.bootstrap, "JOB_CHECKPOINT": str(tmp_path / "ck"),
            **{f"JOB_{what.upper()}": topic for what, topic in topics.items()}}
     job = tmp_path / "job.py"
@@ -132,7 +135,7 @@ def test_a_connector_spark_cannot_resolve_is_one_line(venv, tmp_path):
     code = "from sparkcast.spark import session; session()"
     done = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
                           text=True, timeout=300, cwd=tmp_path,
-                          env=user_environment(tmp_path, empty.as_uri()))
+                          env=user_environment(venv, tmp_path, empty.as_uri()))
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("sparkcast.errors.MissingDependencyError: Spark could not resolve "
@@ -149,10 +152,12 @@ def test_spark_submit_without_packages_is_told_the_coordinates(venv, tmp_path):
                    "kafka_topic(session(), '127.0.0.1:9', 'orders', 'a string')\n")
     done = subprocess.run([str(venv / "bin" / "spark-submit"), "--master", "local[1]", str(job)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=user_environment(tmp_path, (tmp_path / "m2").as_uri()))
+                          env=user_environment(venv, tmp_path, (tmp_path / "m2").as_uri()))
     assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    assert last == ("sparkcast.errors.MissingDependencyError: this Spark session has no Kafka "
-                    "connector: start it with sparkcast.spark.session(), which adds "
-                    f"{KAFKA} (unless SPARKCAST_PACKAGES leaves kafka out), or give "
-                    f"spark.jars.packages={KAFKA} (spark-submit: --packages {KAFKA})"), last
+    output = done.stdout + done.stderr  # spark-submit passes Python's stderr to its stdout
+    raised = [line for line in output.splitlines() if line.startswith("sparkcast.errors.")]
+    assert raised == [  # Spark's own INFO lines of its shutdown follow the traceback
+        "sparkcast.errors.MissingDependencyError: this Spark session has no Kafka connector: "
+        f"start it with sparkcast.spark.session(), which adds {KAFKA} (unless "
+        f"SPARKCAST_PACKAGES leaves kafka out), or give spark.jars.packages={KAFKA} "
+        f"(spark-submit: --packages {KAFKA})"], output[-3000:]

@@ -77,8 +77,8 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str, schema: str | St
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
     try:
         raw = reader.options(**settings).load()
-    except Exception as error:
-        if "DATA_SOURCE_NOT_FOUND" in str(error):
+    except Exception as error:  # Spark names the missing connector in its own words for kafka
+        if "Failed to find data source: kafka" in str(error):
             raise _no_connector() from error
         raise
     return _parsed(raw, struct, key, tombstone, list(metadata))

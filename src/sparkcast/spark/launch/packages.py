@@ -153,6 +153,10 @@ def spark_defaults() -> dict[str, str]:
 
 
 def _pyspark_jars() -> Path:
+    """The running Spark's jars: ``$SPARK_HOME/jars`` (set under ``spark-submit``, whose
+    PySpark is imported from a zip), else the installed PySpark's."""
+    if "SPARK_HOME" in os.environ:
+        return Path(os.environ["SPARK_HOME"]) / "jars"
     import pyspark
 
     return Path(pyspark.__file__).parent / "jars"
