@@ -39,7 +39,7 @@ CONNECTORS = ("kafka", "avro", "delta")
 DEFAULT = ("kafka", "avro")
 OFF = "off"
 #: Spark's minor release -> Delta's coordinates ({scala}: PySpark's Scala), as Maven Central
-#: served them on 2026-11-28; Spark 4.3 had none
+#: served them on 2026-11-28 (none for Spark 4.3: no delta-spark_4.3_2.13 there)
 DELTA = {(4, 0): "io.delta:delta-spark_{scala}:4.0.0",
          (4, 1): "io.delta:delta-spark_4.1_{scala}:4.4.0",
          (4, 2): "io.delta:delta-spark_4.2_{scala}:4.4.0"}
