@@ -7,22 +7,36 @@ STAMP  := $(VENV)/.installed
 JARS   := .jars
 JARS_STAMP := $(JARS)/.resolved
 export SPARKCAST_JARS := $(CURDIR)/$(JARS)
+# the wheels a fresh virtualenv installs sparkcast's wheel with offline (its spark and kafka
+# extras, PySpark 4.2.0, setuptools to build it): tests/deploy/test_pip_install.py
+WHEELHOUSE := .wheelhouse
+WHEELS_STAMP := $(WHEELHOUSE)/.built
+export SPARKCAST_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
 .PHONY: install test demo demo-postgres demo-kafka lint docs clean bench bench-quick bench-kafka bench-deps compat
 
-install: $(STAMP) $(JARS_STAMP)
+install: $(STAMP) $(JARS_STAMP) $(WHEELS_STAMP)
 
 # Spark's Kafka connector, spark-avro and Delta (spark.jars of the tests and demos), Kafka's
 # broker (the throwaway broker of the tests and `make demo-kafka`); fetched here, never while
-# tests run
-$(JARS_STAMP): jvm/spark/pom.xml jvm/kafka-broker/pom.xml
+# tests run. jvm/packages: the rest of what Spark's resolver takes for the same connectors by
+# coordinates (spark.jars.packages) from ~/.m2 alone, as a pip-installed sparkcast's test does
+$(JARS_STAMP): jvm/spark/pom.xml jvm/kafka-broker/pom.xml jvm/packages/pom.xml
 	@command -v mvn >/dev/null || (apt-get update -q && apt-get install -y -q maven)
 	@for part in spark kafka-broker; do \
 	  rm -rf $(JARS)/$$part && \
 	  mvn -q -B dependency:copy-dependencies -f jvm/$$part/pom.xml -DincludeScope=runtime \
 	      -DoutputDirectory=$(CURDIR)/$(JARS)/$$part || exit 1; \
 	done
+	mvn -q -B dependency:resolve -f jvm/packages/pom.xml
 	@touch $(JARS_STAMP)
+
+# from pip's cache where it has them (make install's own pip install put them there)
+$(WHEELS_STAMP): pyproject.toml $(STAMP)
+	rm -rf $(WHEELHOUSE)
+	$(PY) -m pip wheel -q -w $(WHEELHOUSE) '.[spark,kafka]' 'pyspark==4.2.0' 'setuptools>=77'
+	rm -f $(WHEELHOUSE)/sparkcast-*.whl
+	@touch $(WHEELS_STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "sparkcast needs Python 3.11+"'
@@ -95,4 +109,4 @@ compat: install
 	$(PY) compat/run.py --python $(PYTHON)
 
 clean:
-	rm -rf $(VENV) $(JARS) .pytest_cache build dist site src/*.egg-info
+	rm -rf $(VENV) $(JARS) $(WHEELHOUSE) .pytest_cache build dist site src/*.egg-info

@@ -22,14 +22,24 @@ _VERSIONED = re.compile(r"^(?P<artifact>.+?)-\d[\w.\-]*\.jar$")
 def jars_folder(part: str) -> Path:
     """``.jars/<part>`` of ``$SPARKCAST_JARS``, else of this checkout; refused with the fix when
     it holds no jar."""
-    base = os.environ.get(JARS_VARIABLE)
-    folder = Path(base) / part if base else Path(__file__).parents[2] / ".jars" / part
-    if not any(folder.glob("*.jar")):
+    folder = _folder(part)
+    if not has_jars(part):
         raise MissingDependencyError(
             f"no jars in {folder}: run `make install` (it resolves jvm/{part}/pom.xml with "
             f"Maven into .jars/{part}), or set {JARS_VARIABLE} to a folder that holds "
             f"{part}/*.jar")
     return folder
+
+
+def has_jars(part: str) -> bool:
+    """Whether ``.jars/<part>`` (as ``jars_folder`` finds it) holds a jar: a clone after
+    ``make install``, not a pip-installed sparkcast."""
+    return any(_folder(part).glob("*.jar"))
+
+
+def _folder(part: str) -> Path:
+    base = os.environ.get(JARS_VARIABLE)
+    return Path(base) / part if base else Path(__file__).parents[2] / ".jars" / part
 
 
 def artifact(jar: str | Path) -> str:

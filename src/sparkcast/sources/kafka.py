@@ -8,6 +8,9 @@ keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partit
 reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
+Spark's Kafka connector must be in the session: ``session()`` adds it (``spark/launch/
+packages.py``); a session without it is refused at ``kafka_topic`` with its coordinates.
+
 Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
 with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
 and Kafka Streams' ``GlobalKTable`` do): a broadcast side reads the whole topic, every current
@@ -33,8 +36,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcast.api.formats import Avro
-from sparkcast.errors import PipelineError
+from sparkcast.errors import MissingDependencyError, PipelineError
 from sparkcast.sources.kafka_values import ValueReader, value_reader
+from sparkcast.spark.launch.packages import coordinates, scala_version
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 #: the record's metadata ``metadata=`` can add, each as column ``kafka_<name>``
@@ -75,7 +79,12 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
-    raw = reader.options(**settings).load()
+    try:
+        raw = reader.options(**settings).load()
+    except Exception as error:  # Spark names the missing connector in its own words for kafka
+        if "Failed to find data source: kafka" in str(error):
+            raise _no_connector() from error
+        raise
     frame = raw.select(F.col("key").cast("string").alias("_k"),
                        values.value(F.col("value")).alias("_v"),
                        *[F.col(c) for c in METADATA.values()])
@@ -83,6 +92,18 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     struct = values.struct(frame)
     _check(struct, key, tombstone, metadata)
     return _parsed(frame, values, struct, key, tombstone, list(metadata))
+
+
+def _no_connector() -> MissingDependencyError:
+    """The session has no Kafka connector: a session of its own, ``SPARKCAST_PACKAGES=off`` or
+    ``spark-submit`` without ``--packages``; the error names its coordinates."""
+    import pyspark
+
+    (connector,) = coordinates(("kafka",), pyspark.__version__, scala_version())
+    return MissingDependencyError(
+        f"this Spark session has no Kafka connector: start it with sparkcast.spark.session(), "
+        f"which adds {connector} (unless SPARKCAST_PACKAGES leaves kafka out), or give "
+        f"spark.jars.packages={connector} (spark-submit: --packages {connector})")
 
 
 def _struct(schema: str | StructType) -> StructType:

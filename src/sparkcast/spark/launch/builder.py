@@ -22,6 +22,11 @@
   wins, since the driver JVM is already running);
   ``spark.ui.enabled`` / ``showConsoleProgress`` off: no port to bind, no progress bars in logs
   (``ui=True`` switches the UI on);
+* where no ``.jars/`` folder of a clone is found (a pip install): Spark's Kafka connector and
+  spark-avro (Delta when ``SPARKCAST_PACKAGES`` names it) by Maven coordinates matching the
+  running PySpark, in ``spark.jars.packages`` (``packages.py``), unless the settings name
+  ``spark.jars`` or ``spark.jars.packages`` themselves or ``SPARKCAST_PACKAGES=off``; not
+  under ``spark-submit``, whose ``--packages`` does it;
 * the installed PySpark is one of the tested range (``versions.py``), else one clear error;
 * logs stay at Spark's own level with only known noise silenced (``quiet.py``);
   ``metrics_port`` serves the Prometheus endpoint (``observe/prometheus.py``).
@@ -39,6 +44,7 @@ from typing import Any
 
 from sparkcast.spark.environment import ROCKSDB, STATE_STORE
 from sparkcast.spark.launch.java import ensure_java
+from sparkcast.spark.launch.packages import resolution_error, with_connectors
 from sparkcast.spark.launch.quiet import java_options, start_filtered_context
 from sparkcast.spark.launch.versions import check_pyspark
 from sparkcast.spark.observe.prometheus import serve_metrics
@@ -87,6 +93,9 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) 
     from pyspark.sql import SparkSession
 
     launched = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started us
+    added: list[str] = []
+    if launched and SparkSession.getActiveSession() is None:  # jars join a JVM when it starts
+        settings, added = with_connectors(settings)
     if quiet and launched:
         settings["spark.driver.extraJavaOptions"] = java_options(settings)
     builder = SparkSession.builder.appName(app_name)
@@ -94,9 +103,14 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) 
         builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if quiet and launched and SparkSession.getActiveSession() is None:
-        start_filtered_context(master, app_name, settings)
-    return builder.getOrCreate()
+    try:
+        if quiet and launched and SparkSession.getActiveSession() is None:
+            start_filtered_context(master, app_name, settings)
+        return builder.getOrCreate()
+    except Exception as error:
+        if added and "JAVA_GATEWAY_EXITED" in str(error):  # Ivy's resolution ends the JVM
+            raise resolution_error(added, settings) from error
+        raise
 
 
 def _connect(remote: str, app_name: str, settings: dict[str, Any]) -> Any:
