@@ -430,10 +430,11 @@ def test_each_keys_records_run_in_offset_order_as_on_the_harness(
     events, rules = topic_name("steps"), topic_name("factor")
     kafka_broker.create_topic(events, partitions=3)
     kafka_broker.create_topic(rules)
-    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
+    kafka_broker.produce(rules, [("factor", {"limit": 2.0, "ts": 0})])
     events_df = kafka_topic(spark, kafka_broker.bootstrap, events,
                             "user string, step string, ts long", metadata=["offset"])
-    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double", key="name")
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double, ts long",
+                           key="name")
     result = Stream(events_df).key_by("user").connect(Stream(rules_df).broadcast(RULES)).process(
         OffsetOrder(), "user string, offset long, previous long, valid boolean",
         parallelism=2, event_time=event_time, engine=engine)
@@ -459,6 +460,6 @@ def test_each_keys_records_run_in_offset_order_as_on_the_harness(
         seen[user] += 1
     harness = KeyedBroadcastHarness(OffsetOrder(), lambda v: v["user"], [RULES])
     harness.open()
-    harness.process_micro_batch(broadcast=[{"limit": 2.0}])
+    harness.process_micro_batch(broadcast=[{"limit": 2.0, "ts": 0}])
     harness.process_micro_batch(main=fed)
     assert rows == sorted(harness.output())

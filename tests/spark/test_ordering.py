@@ -78,10 +78,10 @@ def on_spark(spark, root, engine: str, event_time: str | None, parallelism: int)
     files = [rows for batch in BATCHES for rows in batch]
     for index, rows in enumerate(files):
         write_batch_file(events_dir, index, rows)
-    write_batch_file(rules_dir, 0, [{"version": 1}])
+    write_batch_file(rules_dir, 0, [{"version": 1, "ts": 0}])
     main = (spark.readStream.schema(EVENTS_SCHEMA)
             .option("maxFilesPerTrigger", len(BATCHES[0])).json(str(events_dir)))
-    rules = spark.readStream.schema("version long").json(str(rules_dir))
+    rules = spark.readStream.schema("version long, ts long").json(str(rules_dir))
     result = Stream(main).key_by("user").connect(Stream(rules).broadcast(RULES)).process(
         Orders(), OUTPUT, parallelism=parallelism, event_time=event_time, engine=engine)
     assert kind_of(result) == ("operator" if engine == "operator" else "partitioned")
@@ -98,7 +98,7 @@ def on_harness() -> list:
     """The harness fed each micro-batch's files in file order, each file in line order."""
     h = KeyedBroadcastHarness(Orders(), lambda v: v["user"], [RULES], output_schema=OUTPUT)
     h.open()
-    h.process_micro_batch(broadcast=[{"version": 1}])
+    h.process_micro_batch(broadcast=[{"version": 1, "ts": 0}])
     for batch in BATCHES:
         rows = [row for file in batch for row in file]
         h.process_micro_batch(main=rows, main_timestamps=[r["ts"] for r in rows])
