@@ -54,7 +54,7 @@ from sparkcast.spark.execution.encoding import OutputEncoder
 from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
 from sparkcast.spark.execution.metrics_rows import metrics_table
 from sparkcast.spark.execution.ordering import in_order, source_position
-from sparkcast.spark.execution.routing import group_column, hash_columns, subtask_rows
+from sparkcast.spark.execution.routing import group_column, subtask_hash, subtask_rows
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.values import co_elements, converters, key_values, main_values
 from sparkcast.spark.layout import (
@@ -152,9 +152,11 @@ class PartitionedOutputs(MicroBatchOutputs):
                                          for i in range(len(plan.second_fields))],
                            plan.second_key_positions))
         rows = batch.filter(F.col(SIDE).isin(*[side for side, _, _ in inputs]))
-        hashed = _key_hash(rows, *inputs[0][1:])
+        def hashed_by(names: list[str], keys: tuple[int, ...]) -> Any:
+            return subtask_hash(rows, names, [names[p] for p in keys])
+        hashed = hashed_by(*inputs[0][1:])
         for side, names, keys in inputs[1:]:
-            hashed = F.when(F.col(SIDE) == side, _key_hash(rows, names, keys)).otherwise(hashed)
+            hashed = F.when(F.col(SIDE) == side, hashed_by(names, keys)).otherwise(hashed)
         subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
         rows = rows.select(group_column(self.groups, subtask).alias(SUBTASK), F.col(SIDE),
                            F.col(TS), source_position().alias(SEQ),
@@ -174,14 +176,6 @@ class PartitionedOutputs(MicroBatchOutputs):
         return {subtask: [_ipc(t) for t in self.encoder.encode_tables(
                     subtask_share(outputs, subtask), subtask)]
                 for subtask in range(self.plan.parallelism)}
-
-
-def _key_hash(rows: DataFrame, names: list[str], keys: tuple[int, ...]) -> Any:
-    """An input's subtask hash: Spark's Murmur3 of the key columns, as on the operator (the
-    content's xxhash64 without a key)."""
-    if keys:
-        return F.hash(*hash_columns(rows, [names[p] for p in keys]))
-    return F.xxhash64(*hash_columns(rows, names))
 
 
 def write_seeds(plan: RuntimePlan, checkpoint_location: str, store: str) -> None:

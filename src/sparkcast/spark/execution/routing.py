@@ -30,6 +30,15 @@ def subtask_rows(spark: SparkSession, groups: list[int]) -> DataFrame:
         group_column(groups, F.col("id").cast("int")).alias(SUBTASK))
 
 
+def subtask_hash(df: DataFrame, columns: list[str], key_columns: list[str]) -> Any:
+    """The hash whose ``pmod`` by P is a row's subtask, the same on both engines: Spark's
+    Murmur3 of the key columns (stable across runs and versions), a non-keyed row's xxhash64 of
+    all its columns (a long: cast the ``pmod`` to int for ``element_at``)."""
+    if key_columns:
+        return F.hash(*hash_columns(df, key_columns))
+    return F.xxhash64(*hash_columns(df, columns))
+
+
 def hash_columns(df: DataFrame, names: Iterable[str]) -> list[Any]:
     """The columns ``names`` as Spark's hash functions take them: Spark cannot hash a map
     (DATATYPE_MISMATCH.HASH_MAP_TYPE), and feature-flag configs are naturally maps, so a column

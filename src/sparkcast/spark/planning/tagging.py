@@ -8,10 +8,9 @@ Both inputs become one tagged DataFrame on the operator engine (DESIGN.md §4)::
 ``_subtask`` values are chosen so that Spark's hash partitioning sends the P subtasks to
 distinct partitions (otherwise two subtasks can share a task while a core idles). The packing
 adds each main row's source position (``_seq``, ``execution/ordering.py``), the order its
-subtask runs it in. The
-micro-batch engine in place takes ``_ts, m_0 …`` as they are (:func:`stateless_input`); its
-``foreachBatch`` query one union of the inputs (their malformed rows tagged in the same pass)
-and the clock, told apart by ``_side`` (:func:`streamed_input`).
+subtask runs it in. The micro-batch engine in place takes ``_ts, m_0 …`` as they are
+(:func:`stateless_input`); its ``foreachBatch`` query one union of the inputs (their malformed
+rows tagged in the same pass) and the clock, told apart by ``_side`` (:func:`streamed_input`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pyspark.sql.types import DataType, LongType
 
 from sparkcast.spark.execution.clock import CLOCK_SCHEMA, ClockProcessor
 from sparkcast.spark.execution.packing import PACKED_SCHEMA, pack_main
-from sparkcast.spark.execution.routing import group_column, hash_columns, subtask_rows
+from sparkcast.spark.execution.routing import group_column, subtask_hash, subtask_rows
 from sparkcast.spark.layout import (
     BLOB,
     BROADCAST_SIDE,
@@ -164,10 +163,9 @@ def millis(df: DataFrame, event_time: str | None) -> Any:
 def tag_main(main: DataFrame, key_columns: tuple[str, ...], groups: list[int],
              event_time: str | None, side: int = MAIN_SIDE) -> DataFrame:
     """Main rows by subtask, packed (``pack_main`` adds each row's source position): a key's
-    subtask is Spark's Murmur3 of its columns, a non-keyed row's its content hash (xxhash64)."""
+    subtask is ``routing.subtask_hash`` of it."""
     columns = [F.col(f"`{c}`") for c in main.columns]
-    hashed = (F.hash(*hash_columns(main, key_columns)) if key_columns
-              else F.xxhash64(*hash_columns(main, main.columns)))
+    hashed = subtask_hash(main, main.columns, list(key_columns))
     # xxhash64 is a long and element_at takes an int index: non-keyed plans failed to resolve
     subtask = F.pmod(hashed, F.lit(len(groups))).cast("int")
     return main.select(
