@@ -223,3 +223,28 @@ def test_engine_argument_on_spark(spark, tmp_path):
     assert kind_of(process(ENRICH, main, static, 2, engine="operator")) == "operator"
     with pytest.raises(PipelineError, match="engine must be one of"):
         process(ENRICH, main, static, 2, engine="fast")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["operator", "micro_batch"])
+def test_a_query_runs_a_copy_of_the_plan_and_the_results_plan_never_changes(
+        spark, tmp_path, engine):
+    from tests.spark.corpus import COUNTER
+    from tests.spark.differential import process, read_stream
+
+    (tmp_path / "main").mkdir()
+    (tmp_path / "bcast").mkdir()
+    main = read_stream(spark, COUNTER.main_schema, tmp_path / "main")
+    bcast = read_stream(spark, COUNTER.broadcast_schema, tmp_path / "bcast")
+    result = process(COUNTER, main, bcast, 2, engine=engine)
+    plan = result.plan
+    before = (plan.engine, plan.blob_store, dict(plan.subtask_of_group),
+              dict(plan.side_schemas), plan.tagged_input)
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
+                                trigger={"availableNow": True})
+    query.awaitTermination()
+    assert query.exception() is None
+    assert result.plan is plan
+    assert (plan.engine, plan.blob_store, dict(plan.subtask_of_group), dict(plan.side_schemas),
+            plan.tagged_input) == before
+    assert not plan.blob_store.startswith(str(tmp_path / "ckpt"))  # the query's was its own

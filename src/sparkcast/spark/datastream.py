@@ -264,15 +264,21 @@ class ProcessResult:
                 dataframe_choice(self.plan)  # engine="micro_batch" cannot serve: the reason
             tagged = tagged_output(self.plan)
             if tagged.isStreaming:
-                if self.observation is None:  # a rebuilt operator (reset) keeps its name
+                if self.observation is None:  # a frame rebuilt for a new side output keeps it
                     self.observation = next_name(tagged.sparkSession)
                 tagged = observed(tagged, self.observation)
             self._tagged = tagged
         return self._tagged
 
-    def reset(self) -> None:
-        """Rebuild the operator at next use (after the plan changed, e.g. a new side output)."""
-        self._tagged = None
+    def with_plan(self, plan: RuntimePlan) -> ProcessResult:
+        """A result over another plan (a query's own copy), whose counts carry this result's
+        name in the monitoring (named here, so ``result.observation`` names the query's)."""
+        if self.observation is None:
+            assert self.plan.spark is not None
+            self.observation = next_name(self.plan.spark)
+        other = ProcessResult(plan)
+        other.observation = self.observation
+        return other
 
     @property
     def main(self) -> DataFrame:
@@ -364,17 +370,10 @@ class ProcessResult:
         return explained
 
     def _for_query(self, checkpoint_location: str) -> ProcessResult:
-        """This result as a query over ``checkpoint_location`` runs it: the same plan, or a copy
-        on the engine the checkpoint was written by (this plan is never changed)."""
+        """This result as a query over ``checkpoint_location`` runs it: a copy of the plan on
+        the engine the checkpoint was written by (this plan is never changed)."""
         choice = query_choice(self.plan, checkpoint_location)
-        if choice.engine is self.plan.engine:
-            return self
-        if self.observation is None:  # named here, so result.observation names the query's
-            assert self.plan.spark is not None
-            self.observation = next_name(self.plan.spark)
-        outputs = ProcessResult(replace(self.plan, engine=choice.engine, reason=choice.reason))
-        outputs.observation = self.observation
-        return outputs
+        return self.with_plan(replace(self.plan, engine=choice.engine, reason=choice.reason))
 
     def _streaming(self, method: str) -> None:
         assert self.plan.tagged_input is not None
@@ -390,7 +389,9 @@ class ProcessResult:
             if tag.schema is None or self.plan.spark is None:
                 raise PipelineError(no_schema_reason(tag.tag_id))
             # the workers check outputs against the tag's schema, so they must know it: later
-            # accessors (and write_stream) use an operator built with the new tag
-            known[tag.tag_id] = parse_schema(self.plan.spark, tag.schema, f"{tag} schema")
+            # accessors (and write_stream) use an operator built over a plan with the new tag
+            schema = parse_schema(self.plan.spark, tag.schema, f"{tag} schema")
+            self.plan = replace(self.plan, side_schemas={**known, tag.tag_id: schema})
             self._tagged = None
+            return schema
         return known[tag.tag_id]

@@ -101,7 +101,7 @@ def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
           trigger: dict[str, Any] | None, query_name: str | None, count: bool,
           persist: bool) -> StreamingQuery:
     """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
-    prepare_checkpoint(outputs, checkpoint_location)
+    outputs = prepare_checkpoint(outputs, checkpoint_location)
     frames = TypedFrames(outputs, consumer, count, persist)
     tagged = None if outputs.plan.per_batch_driver else outputs.tagged
     return batch_driver.start(outputs.plan, tagged, frames, checkpoint_location, trigger,

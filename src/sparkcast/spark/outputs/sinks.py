@@ -9,13 +9,14 @@ ways that leave the same files (``outputs/files.py``: ``_output=<name>/`` folder
   through ``state/commit_log.py``.
 
 Before the query starts, the output folder is checked to be this checkpoint's (or new), the
-plan is checked against the checkpoint's layout record and given its blob store, files no
+plan is checked against the checkpoint's layout record and copied with its blob store, files no
 committed micro-batch lists are removed (``guarded.py``), and the manifest and progress log are
 set up.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pyspark.sql import DataFrame
@@ -36,7 +37,7 @@ from sparkcast.spark.outputs.files import (
 from sparkcast.spark.outputs.guarded import guard_output, owner_record, remove_orphans
 from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
-from sparkcast.spark.planning.tagging import adopt_groups
+from sparkcast.spark.planning.tagging import adopted_groups
 from sparkcast.spark.state import checkpoint_files
 from sparkcast.spark.state.commit_log import CommitLog, session_interval
 from sparkcast.spark.state.compatibility import check_checkpoint, read_layout
@@ -52,7 +53,7 @@ class TaggedOutputs(Protocol):
     @property
     def tagged(self) -> DataFrame: ...
 
-    def reset(self) -> None: ...
+    def with_plan(self, plan: RuntimePlan) -> TaggedOutputs: ...
 
 
 def _spark_file_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
@@ -76,16 +77,17 @@ def _files_writer(outputs: TaggedOutputs, path: str, checkpoint_location: str, f
     return batch_driver.start(plan, None, writer, checkpoint_location, trigger, query_name)
 
 
-def _keep_recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> None:
+def _recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> RuntimePlan:
     """A restart keeps the grouping keys its state was written under: Spark keeps the
     checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
     setting, and the keys were balanced for those (docs/state.md, "Rescale in place")."""
     if plan.engine is not Engine.OPERATOR or not checkpoint_files.committed_batches(
             checkpoint_location):
-        return
+        return plan
     layout = read_layout(checkpoint_location)
-    if layout and layout.get("parallelism") == plan.parallelism:
-        adopt_groups(plan, list(layout.get("subtask_groups") or []))
+    if not layout or layout.get("parallelism") != plan.parallelism:
+        return plan
+    return adopted_groups(plan, list(layout.get("subtask_groups") or [])) or plan
 
 
 def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
@@ -93,7 +95,8 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     """Check the checkpoint, set up the files beside the output, start the plan's sink."""
     plan = outputs.plan
     guard_output(plan, path, checkpoint_location)
-    prepare_checkpoint(outputs, checkpoint_location)
+    outputs = prepare_checkpoint(outputs, checkpoint_location)
+    plan = outputs.plan
     if not plan.per_batch_driver:
         # the batch Spark's repartition added (rescale_in_place) wrote no output
         CommitLog(path, session_interval(plan.spark)).fill(
@@ -107,14 +110,13 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     return query
 
 
-def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> None:
-    """Refuse a checkpoint the plan cannot restart from (before anything is written), and give
-    the plan the query's blob store."""
-    plan = outputs.plan
-    _keep_recorded_groups(plan, checkpoint_location)
+def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> TaggedOutputs:
+    """Refuse a checkpoint the plan cannot restart from (before anything is written); the
+    outputs over the query's own copy of the plan, with the checkpoint's grouping keys and the
+    query's blob store (the result's plan is never changed)."""
+    plan = _recorded_groups(outputs.plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)
-    plan.blob_store = query_blob_store(plan, checkpoint_location)
-    outputs.reset()  # the operator is rebuilt with the query's blob store
+    return outputs.with_plan(replace(plan, blob_store=query_blob_store(plan, checkpoint_location)))
 
 
 def write_files_manifest(plan: RuntimePlan, path: str, checkpoint_location: str) -> None:

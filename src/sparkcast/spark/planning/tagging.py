@@ -16,6 +16,7 @@ rows tagged in the same pass) and the clock, told apart by ``_side`` (:func:`str
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -132,23 +133,24 @@ def balanced_group_keys(spark: SparkSession, parallelism: int) -> list[int]:
     return keys
 
 
-def adopt_groups(plan: RuntimePlan, groups: list[int]) -> bool:
-    """Give an operator plan the grouping keys a checkpoint's state was written under (its
-    layout record's ``subtask_groups``), remapping the tagged input's ``_subtask``; False when
-    the plan cannot take them (another path, another parallelism). The groups only balance
-    subtasks over shuffle partitions; the state is keyed by them, and Spark keeps a
-    checkpoint's partition count whatever the session says, so a restart keeps them."""
+def adopted_groups(plan: RuntimePlan, groups: list[int]) -> RuntimePlan | None:
+    """A copy of an operator plan with the grouping keys a checkpoint's state was written under
+    (its layout record's ``subtask_groups``), the tagged input's ``_subtask`` remapped; None
+    when the plan cannot take them (another path, another parallelism) or has them. The
+    groups only balance subtasks over shuffle partitions; the state is keyed by them, and
+    Spark keeps a checkpoint's partition count whatever the session says, so a restart keeps
+    them."""
     current = sorted(plan.subtask_of_group, key=plan.subtask_of_group.__getitem__)
     if (plan.tagged_input is None or len(groups) != len(current) or current == groups
             or SUBTASK not in plan.tagged_input.columns):
-        return False
+        return None
     old = F.array(*[F.lit(g).cast("long") for g in current])
     position = F.array_position(old, F.col(SUBTASK).cast("long")).cast("int")
-    plan.tagged_input = plan.tagged_input.withColumn(
+    tagged = plan.tagged_input.withColumn(
         SUBTASK, F.element_at(F.array(*[F.lit(g).cast("long") for g in groups]), position)
         .cast(plan.tagged_input.schema[SUBTASK].dataType))
-    plan.subtask_of_group = {g: i for i, g in enumerate(groups)}
-    return True
+    return replace(plan, tagged_input=tagged,
+                   subtask_of_group={g: i for i, g in enumerate(groups)})
 
 
 def millis(df: DataFrame, event_time: str | None) -> Any:
