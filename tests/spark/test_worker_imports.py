@@ -21,6 +21,7 @@ from sparkcast.spark import Stream
 from sparkcast.spark.execution.encoding import tagged_schema
 from sparkcast.spark.execution.partitioned import PartitionedRunner
 from sparkcast.spark.execution.streamed import streamed_runner
+from sparkcast.spark.execution.subtask import Clocks
 from sparkcast.spark.execution.task_writer import TaskWriter
 from sparkcast.spark.outputs.operators import operator_processor, stateless_runner
 from sparkcast.spark.outputs.task_files import file_layout
@@ -37,6 +38,8 @@ DRIVER_ONLY = ("sparkcast.spark.launch", "sparkcast.spark.observe", "sparkcast.s
 COMMON = {"sparkcast.spark", "sparkcast.spark.execution", "sparkcast.spark.execution.encoding",
           "sparkcast.spark.execution.engines", "sparkcast.spark.execution.metrics_rows",
           "sparkcast.spark.execution.payloads", "sparkcast.spark.execution.values",
+          "sparkcast.spark.execution.subtask", "sparkcast.spark.execution.static_side",
+          "sparkcast.spark.execution.dead_letters", "sparkcast.spark.execution.ordering",
           "sparkcast.spark.layout", "sparkcast.spark.plan"}
 STATE = {"sparkcast.spark.state", "sparkcast.spark.state.backend", "sparkcast.spark.state.blobs",
          "sparkcast.spark.state.checkpoint_files", "sparkcast.spark.state.compatibility",
@@ -71,8 +74,7 @@ def test_the_operator_paths_worker_imports_the_processor_and_state_alone(spark, 
     assert kind_of(result) == "operator"
     modules = _imported_by_a_worker(operator_processor(result.plan), tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
-        "sparkcast.spark.execution.processor", "sparkcast.spark.execution.dead_letters",
-        "sparkcast.spark.execution.packing", "sparkcast.spark.execution.ordering"}
+        "sparkcast.spark.execution.processor", "sparkcast.spark.execution.packing"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
 
 
@@ -97,7 +99,7 @@ def test_the_streamed_paths_worker_imports_the_runner_and_snapshots(spark, tmp_p
     modules = _imported_by_a_worker(streamed_runner(result.plan, None), tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
-        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.state.snapshots"}
+        "sparkcast.spark.state.snapshots"}
     assert "sparkcast.spark.execution.processor" not in modules
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
 
@@ -111,12 +113,11 @@ def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spa
               .process(Count(), "k string, seen long"))
     assert kind_of(result) == "partitioned"
     runner = PartitionedRunner(result.plan.for_workers(), 0, None, None, [], "never", {},
-                               (None, 0), (str(tmp_path / "keyed"), "store"), "{}")
+                               Clocks(None, 0), (str(tmp_path / "keyed"), "store"), "{}")
     modules = _imported_by_a_worker(runner, tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.partitioned", "sparkcast.spark.execution.routing",
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
-        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.execution.ordering",
         "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
         "sparkcast.spark.state.store_backend"}
     assert "sparkcast.spark.execution.processor" not in modules
@@ -136,6 +137,5 @@ def test_the_streamed_paths_task_writer_imports_the_runner_and_the_writer(spark,
     modules = _imported_by_a_worker(writer, tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
-        "sparkcast.spark.execution.dead_letters", "sparkcast.spark.state.snapshots",
-        "sparkcast.spark.execution.task_writer"}
+        "sparkcast.spark.state.snapshots", "sparkcast.spark.execution.task_writer"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]

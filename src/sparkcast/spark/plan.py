@@ -1,6 +1,9 @@
-"""What one ``process(...)`` call runs: its arguments, the plan shipped to the workers, and the
-engine, chosen once by one pure function of the plan's facts and the checkpoint
-(``planning/choice.py``) before a query starts.
+"""What one ``process(...)`` call runs: its arguments, the driver's plan (``RuntimePlan``,
+built once by the planner; a query runs a copy), the frozen part of it shipped to the workers
+(``WorkerPlan``, with a static broadcast side applied once, ``StaticSide``), and the engine,
+chosen once by one pure function of the plan's facts and the checkpoint
+(``planning/choice.py``) before a query starts. Every engine and shape runs its subtasks
+through the one subtask runner (``execution/subtask.py``).
 
 Two engines (``Engine``; see docs/architecture.md) run a plan:
 
@@ -20,8 +23,8 @@ Two engines (``Engine``; see docs/architecture.md) run a plan:
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -31,7 +34,7 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.pyflink_types import is_pyflink_type, output_ddl
-from sparkcast.core.records import BroadcastElement
+from sparkcast.core.records import BroadcastElement, OutputRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -134,9 +137,70 @@ class ProcessSpec:
         return frozenset(main | {t.tag_id for t in self.side_outputs if t.codec})
 
 
+@dataclass(frozen=True)
+class StaticSide:
+    """A static broadcast side as the workers get it: its rows applied once, on the driver, in
+    the deterministic broadcast order (``execution/static_side.py``), so that every engine and
+    shape binds the same state instead of applying the rows in each worker."""
+
+    #: the broadcast state after the rows: codec bytes of ``[version, {descriptor: [[key,
+    #: value], ...]}]``, values inline (no blob store: it travels with the plan)
+    state: bytes
+    #: what applying them emitted: one tuple for every subtask, or one per subtask (a function
+    #: that asks which subtask it is), as ``dead_letters.subtask_share`` reads it
+    outputs: tuple[tuple[OutputRecord, ...], ...] = ((),)
+    #: the rows themselves, only where applying them reached keyed state
+    #: (``apply_to_keyed_state``): each subtask then applies them to its own keys
+    elements: tuple[BroadcastElement, ...] = ()
+
+    @property
+    def digest(self) -> str:
+        """Names the state in a worker's engine cache (what an engine is bound to)."""
+        return "static:" + hashlib.sha256(self.state).hexdigest()
+
+    @property
+    def emits(self) -> bool:
+        return any(self.outputs)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What the Python workers read of a plan, and nothing else: frozen, without the driver's
+    objects (inputs, session, seeds) or a static side's rows (``StaticSide``); shipped with the
+    operator's processor and the micro-batch engine's runners (``RuntimePlan.for_workers``)."""
+
+    pipeline_id: str
+    engine: Engine
+    function: BaseBroadcastProcessFunction
+    broadcast_descriptors: tuple[MapStateDescriptor, ...]
+    options: ProcessOptions
+    parallelism: int
+    subtask_of_group: Mapping[int, int]
+    main_fields: tuple[str, ...]
+    main_types: tuple[DataType, ...]
+    broadcast_fields: tuple[str, ...]
+    key_positions: tuple[int, ...]
+    second_fields: tuple[str, ...]
+    second_types: tuple[DataType, ...]
+    second_key_positions: tuple[int, ...]
+    output_schema: StructType
+    side_schemas: Mapping[str, StructType | None]
+    encoded: frozenset[str]
+    time_mode: str
+    time_zone: str
+    state_buckets: int
+    blob_store: str
+    static: StaticSide | None
+
+    @property
+    def keyed(self) -> bool:
+        return bool(self.key_positions)
+
+
 @dataclass
 class RuntimePlan:
-    """Everything the Python workers need; shipped to them with the processor or runner."""
+    """Everything one ``process(...)`` call decided, on the driver: built once by the planner;
+    a query runs a copy (``dataclasses.replace``), the workers a ``WorkerPlan``."""
 
     pipeline_id: str
     function: BaseBroadcastProcessFunction
@@ -162,7 +226,8 @@ class RuntimePlan:
     facts: PlanFacts | None = None
     requested: str = AUTO
     reason: str = ""
-    static_broadcast: list[BroadcastElement] = field(default_factory=list)
+    static_broadcast: list[BroadcastElement] = field(default_factory=list)  # driver-side
+    static: StaticSide | None = None  # the static rows applied once (``StaticSide``)
     # a KeyedCoProcessFunction's second keyed input (packed with layout.SECOND_SIDE)
     second_fields: tuple[str, ...] = ()
     second_types: tuple[DataType, ...] = ()
@@ -210,15 +275,17 @@ class RuntimePlan:
         that Spark runs no-data micro-batches (``tagging.clock``)."""
         return self.by_subtask and self.time_mode != "None"
 
-    def for_workers(self, engine: Engine | None = None) -> RuntimePlan:
-        """A copy without the driver's objects, to ship; ``engine`` overrides the plan's (the
-        operator built for a micro-batch plan's ``result.main``)."""
-        shipped = copy.copy(self)
-        shipped.tagged_input = None
-        shipped.corrupt_input = None
-        shipped.streamed_input = None
-        shipped.spark = None
-        shipped.initial_seeds = {}
-        if engine is not None:
-            shipped.engine = engine
-        return shipped
+    def for_workers(self, engine: Engine | None = None) -> WorkerPlan:
+        """What the workers read of this plan; ``engine`` overrides the plan's (the operator
+        built for a micro-batch plan's ``result.main``)."""
+        return WorkerPlan(
+            pipeline_id=self.pipeline_id, engine=self.engine if engine is None else engine,
+            function=self.function, broadcast_descriptors=self.broadcast_descriptors,
+            options=self.options, parallelism=self.parallelism,
+            subtask_of_group=dict(self.subtask_of_group), main_fields=self.main_fields,
+            main_types=self.main_types, broadcast_fields=self.broadcast_fields,
+            key_positions=self.key_positions, second_fields=self.second_fields,
+            second_types=self.second_types, second_key_positions=self.second_key_positions,
+            output_schema=self.output_schema, side_schemas=dict(self.side_schemas),
+            encoded=self.encoded, time_mode=self.time_mode, time_zone=self.time_zone,
+            state_buckets=self.state_buckets, blob_store=self.blob_store, static=self.static)

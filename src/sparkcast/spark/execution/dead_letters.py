@@ -24,7 +24,7 @@ def broadcast_letters_once(outputs: list[OutputRecord]) -> list[OutputRecord]:
     ``apply_to_keyed_state`` names the key (keyed state differs by subtask), and each subtask
     where one happens reports its own."""
     return [record for record in outputs
-            if record[0] is not DEAD_LETTERS or record[1].key is not None
+            if record[0] != DEAD_LETTERS or record[1].key is not None
             or record[1].callback != "process_broadcast_element"]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from sparkcast.core.output_check import Checked, CheckedOutput, OutputChecker
 from sparkcast.core.records import DEAD_LETTERS, OutputRecord
 from sparkcast.spark.execution.payloads import dead_letter_payload, payload, to_jsonable
 from sparkcast.spark.layout import MAIN, METRICS, PAYLOAD, TAG, TS
-from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.plan import RuntimePlan, WorkerPlan
 
 
 class OutputEncoder:
@@ -28,7 +29,8 @@ class OutputEncoder:
     checked by the core's ``OutputChecker`` (the harness's code), main rows stay typed Arrow
     columns, side outputs and dead letters become JSON payloads."""
 
-    def __init__(self, output_schema: StructType, side_schemas: dict[str, StructType | None],
+    def __init__(self, output_schema: StructType,
+                 side_schemas: Mapping[str, StructType | None],
                  *, encoded: frozenset[str] = frozenset(), fail: bool = False) -> None:
         self.fields = list(output_schema.fieldNames())
         self.main_schema = arrow_schema(output_schema)
@@ -42,7 +44,7 @@ class OutputEncoder:
         self.letters: dict[str, int] = {}
 
     @classmethod
-    def of(cls, plan: RuntimePlan) -> OutputEncoder:
+    def of(cls, plan: RuntimePlan | WorkerPlan) -> OutputEncoder:
         """The encoder of a plan's outputs (``on_error="fail"``: a bad output stops the run)."""
         return cls(plan.output_schema, plan.side_schemas, encoded=plan.encoded,
                    fail=plan.options.on_error == "fail")

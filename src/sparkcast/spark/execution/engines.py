@@ -2,24 +2,25 @@
 
 Both engines run the engine core (``core/engine.py``) over one subtask: the operator engine's
 processor over Spark's state store; the micro-batch engine's runners in the tasks (over the
-static rows or a micro-batch's broadcast snapshot, and by subtask over the subtask's keyed
-store) and its driver once per micro-batch; and the planner once to find the function's keyed
-state. Each gets its engine from :func:`new_engine`, opened (so ``open`` runs,
-and a broken ``open`` fails there).
+plan's static side or a micro-batch's broadcast snapshot, and by subtask over the subtask's
+keyed store) and its driver once per micro-batch; and the planner once to find the function's
+keyed state and once to apply a static side (``static_side.py``). Each gets its engine from
+:func:`new_engine`, opened (so ``open`` runs, and a broken ``open`` fails there).
 
 Workers keep their engines (``open`` once per subtask, not once per micro-batch) in one LRU
 cache (:class:`EngineCache`) keyed by pipeline, engine and subtask: a plan's operator
 (``result.main``) and its ``write_stream`` runner may share a worker, and bind their engines to
 different state. Each entry carries what its engine was last bound to (the per-batch driver's
-snapshot, ``streamed.SnapshotBinder``), so an engine and what it reads are evicted together: an
-engine made again after an eviction is bound again, never taken for one that holds the state.
+snapshot, ``streamed.SnapshotBinder``; the static side, ``static_side.StaticBinder``), so an
+engine and what it reads are evicted together: an engine made again after an eviction is bound
+again, never taken for one that holds the state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from cachetools import LRUCache
 
@@ -28,10 +29,8 @@ from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
-from sparkcast.spark.plan import Engine, RuntimePlan
-
-if TYPE_CHECKING:  # workers of the stateless engine never load the state room
-    from sparkcast.spark.state.snapshots import Snapshot
+from sparkcast.core.records import BroadcastElement
+from sparkcast.spark.plan import Engine, RuntimePlan, WorkerPlan
 
 Backend = TypeVar("Backend", bound=StateBackend)
 
@@ -48,28 +47,30 @@ def new_engine(function: BaseBroadcastProcessFunction,
     return engine
 
 
-def plan_engine(plan: RuntimePlan, subtask: int = 0, backend: StateBackend | None = None
-                ) -> SubtaskEngine:
+def plan_engine(plan: RuntimePlan | WorkerPlan, subtask: int = 0,
+                backend: StateBackend | None = None) -> SubtaskEngine:
     """:func:`new_engine` for one subtask of ``plan``."""
     return new_engine(plan.function, plan.broadcast_descriptors, plan.options, plan.parallelism,
                       subtask=subtask, backend=backend)
 
 
-def static_engine(plan: RuntimePlan, subtask: int) -> SubtaskEngine:
-    """An engine holding the static broadcast state (what the operator engine's subtasks hold
-    after their first batch), on an in-memory backend."""
-    engine = plan_engine(plan, subtask)
-    apply_static_broadcast(engine, plan)
-    return engine
-
-
-def apply_static_broadcast(engine: SubtaskEngine, plan: RuntimePlan) -> None:
-    """The static broadcast rows, in the deterministic broadcast order (on either engine)."""
-    for element in order_broadcast(plan.static_broadcast):
+def apply_elements(engine: SubtaskEngine, elements: Iterable[BroadcastElement]) -> None:
+    """Broadcast ``elements`` (a static side's rows), in the deterministic broadcast order."""
+    for element in order_broadcast(list(elements)):
         engine.process_broadcast_element(element.value, element.timestamp)
 
 
-def bind_snapshot(engine: SubtaskEngine, state: Snapshot,
+class BroadcastState(Protocol):
+    """Broadcast state to bind: a snapshot (``state/snapshots.py``) or a static side's."""
+
+    @property
+    def version(self) -> str: ...
+
+    @property
+    def tables(self) -> dict[str, dict[Any, Any]]: ...
+
+
+def bind_snapshot(engine: SubtaskEngine, state: BroadcastState,
                   backend_of: Callable[[dict[str, dict[Any, Any]]], Backend]) -> Backend:
     """Bind ``engine`` to broadcast ``state``: its tables and version over the backend
     ``backend_of`` makes from the tables (``in_memory`` shares them: a main side only reads
@@ -112,7 +113,7 @@ class EngineCache:
         self._entries: LRUCache[tuple[str, Engine, int], CachedEngine] = LRUCache(
             maxsize=capacity)
 
-    def entry(self, plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEngine]
+    def entry(self, plan: WorkerPlan, subtask: int, make: Callable[[], SubtaskEngine]
               ) -> CachedEngine:
         """The entry of ``plan``'s subtask on its engine, its engine made by ``make`` the first
         time (or again after an eviction); the engine's pending outputs are dropped (a failed
@@ -132,7 +133,7 @@ class EngineCache:
 ENGINES = EngineCache()
 
 
-def cached_engine(plan: RuntimePlan, subtask: int, make: Callable[[], SubtaskEngine]
+def cached_engine(plan: WorkerPlan, subtask: int, make: Callable[[], SubtaskEngine]
                   ) -> SubtaskEngine:
     """This worker's engine for ``plan``'s subtask (``ENGINES.entry``), for a caller that binds
     it to its state on every call."""

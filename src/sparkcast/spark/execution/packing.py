@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 
-from sparkcast.spark.execution.ordering import in_order, positions
+from sparkcast.spark.execution.ordering import positions
 from sparkcast.spark.layout import BLOB, SEQ, SIDE, SUBTASK, TS
 
 PACKED_SCHEMA = f"{SUBTASK} long, {SIDE} byte, {TS} long, {SEQ} long, {BLOB} binary"
@@ -57,7 +57,8 @@ def _ipc(batch: pa.RecordBatch) -> bytes:
 
 
 def unpack_main(blobs: list[bytes]) -> pa.Table:
-    """The main rows of one subtask (``_ts``, ``_seq``, ``m_0 …``) in source order: the order
-    Spark's shuffle delivers the blobs in varies between runs, the source positions do not."""
+    """The main rows of one subtask (``_ts``, ``_seq``, ``m_0 …``) as Spark's shuffle
+    delivered them (in an order that varies between runs: the subtask runner puts them in
+    source order by ``_seq``)."""
     tables = [pa.ipc.open_stream(blob).read_all() for blob in blobs]
-    return in_order(tables[0] if len(tables) == 1 else pa.concat_tables(tables))
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)

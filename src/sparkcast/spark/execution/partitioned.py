@@ -45,18 +45,12 @@ from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.core.scope import normal_key
 from sparkcast.core.seed import Seed, apply_seed
-from sparkcast.spark.execution.dead_letters import (
-    broadcast_letters_once,
-    corrupt_letters,
-    subtask_share,
-)
-from sparkcast.spark.execution.encoding import OutputEncoder
+from sparkcast.spark.execution.dead_letters import corrupt_letters, subtask_share
 from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
-from sparkcast.spark.execution.metrics_rows import metrics_table
-from sparkcast.spark.execution.ordering import in_order, source_position
+from sparkcast.spark.execution.ordering import source_position
 from sparkcast.spark.execution.routing import group_column, subtask_hash, subtask_rows
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
-from sparkcast.spark.execution.values import co_elements, converters, key_values, main_values
+from sparkcast.spark.execution.subtask import Clocks, SubtaskRunner
 from sparkcast.spark.layout import (
     CORRUPT_SIDE,
     ERROR,
@@ -71,20 +65,13 @@ from sparkcast.spark.layout import (
     main_column,
     second_column,
 )
-from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.plan import RuntimePlan, WorkerPlan
 from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
 from sparkcast.spark.state.compatibility import guard_subtask, layout_json, layout_of
 from sparkcast.spark.state.keyed_store import SubtaskStore
 from sparkcast.spark.state.store_backend import StoreBackend
 
 ALWAYS, IF_HELD, NEVER = "always", "if_held", "never"  # which subtasks apply the elements
-
-
-def micro_batch_outputs(plan: RuntimePlan, checkpoint_location: str) -> MicroBatchOutputs:
-    """The per-micro-batch outputs of a plan on the micro-batch engine's ``foreachBatch`` query."""
-    if plan.by_subtask:
-        return PartitionedOutputs(plan, checkpoint_location)
-    return MicroBatchOutputs(plan, checkpoint_location)
 
 
 class PartitionedOutputs(MicroBatchOutputs):
@@ -108,7 +95,7 @@ class PartitionedOutputs(MicroBatchOutputs):
             write_seeds(plan, checkpoint_location, self.store_id)
         #: a static broadcast side's outputs, emitted with the first batch of a new checkpoint
         #: (a restart keeps the snapshot its first run wrote, as the operator keeps its state)
-        self.static_outputs = (self.applier.apply_static() if plan.static_broadcast and fresh
+        self.static_outputs = (self.applier.apply_static() if plan.static is not None and fresh
                                else None)
 
     def parts(self, batch: DataFrame, batch_id: int, partitions: list[int] | None
@@ -126,7 +113,7 @@ class PartitionedOutputs(MicroBatchOutputs):
         runner = PartitionedRunner(
             plan.for_workers(), batch_id, snapshot, self.applier.base,
             elements if mode != NEVER else [], mode, self._encoded(outputs),
-            (watermark, int(metadata.get("batchTimestampMs") or 0)),
+            Clocks(watermark, int(metadata.get("batchTimestampMs") or 0)),
             (self.store_location, self.store_id), self.layout, made_at=self.applier.made_at)
         corrupt = self._corrupt(batch) if self.corrupt else None
         return BatchParts(self._main(batch), runner, corrupt, [], len(elements))
@@ -205,11 +192,13 @@ def write_seeds(plan: RuntimePlan, checkpoint_location: str, store: str) -> None
 
 
 class PartitionedRunner:
-    """The ``mapInArrow`` body: the subtasks of one partition over one micro-batch."""
+    """The ``mapInArrow`` body: the subtasks of one partition over one micro-batch, each bound
+    to the batch's snapshot and its keyed store, run by the one subtask runner
+    (``subtask.py``)."""
 
-    def __init__(self, plan: RuntimePlan, batch: int, snapshot: str | None, base: str | None,
+    def __init__(self, plan: WorkerPlan, batch: int, snapshot: str | None, base: str | None,
                  elements: list[BroadcastElement], mode: str,
-                 emitted: dict[int, list[bytes]], clocks: tuple[int | None, int],
+                 emitted: dict[int, list[bytes]], clocks: Clocks,
                  store: tuple[str, str], layout: str, *, made_at: int | None = None) -> None:
         self.plan = plan
         self.batch = batch
@@ -218,7 +207,7 @@ class PartitionedRunner:
         self.elements = elements
         self.mode = mode
         self.emitted = emitted
-        self.watermark, self.processing_time = clocks
+        self.clocks = clocks
         self.store = store
         self.layout = layout
         #: when the oldest update the driver applied was made (``BroadcastApplier.made_at``)
@@ -230,12 +219,12 @@ class PartitionedRunner:
             return
         table = pa.Table.from_batches(received)
         groups = table.column(SUBTASK)
-        encoder = OutputEncoder.of(self.plan)
+        runner = SubtaskRunner(self.plan)
         for group in sorted(pc.unique(groups).to_pylist()):
             rows = table.filter(pc.equal(groups, group))
-            yield from self._run(self.plan.subtask_of_group[group], rows, encoder)
+            yield from self._run(self.plan.subtask_of_group[group], rows, runner)
 
-    def _run(self, subtask: int, rows: pa.Table, encoder: OutputEncoder
+    def _run(self, subtask: int, rows: pa.Table, runner: SubtaskRunner
              ) -> Iterator[pa.RecordBatch]:
         plan = self.plan
         store = SubtaskStore(*self.store, subtask)
@@ -244,48 +233,18 @@ class PartitionedRunner:
             engine = cached_engine(plan, subtask, lambda: plan_engine(plan, subtask))
             engine.meter.begin()
             applies = self._bind(engine, store, subtask)
-            values, timestamps, keys = self._inputs(rows, engine)
-            if keys is not None:
-                self._prefetch(engine, keys)
-            engine.run_micro_batch(self.elements if applies else [], values, timestamps, keys,
-                                   watermark=self.watermark,
-                                   processing_time=self.processing_time)
-            engine.meter.finish()
-            engine.flush()
-            outputs = engine.take_outputs()
-            if applies and subtask:
-                outputs = broadcast_letters_once(outputs)
-            if not applies:
+            main = runner.read(engine, *_sides(rows, plan))
+            if main.keys is not None:
+                self._prefetch(engine, main.keys)
+            if not applies:  # the driver applied the elements: their outputs, encoded
                 for blob in self.emitted.get(subtask, []):
                     yield from pa.ipc.open_stream(blob).read_all().to_batches()
-            for out in encoder.encode_tables(outputs, subtask):
+            elements = self.elements if applies else []
+            for out in runner.run(engine, subtask, main, elements, self.clocks):
                 yield from out.to_batches()
-            yield from metrics_table(engine, encoder, subtask, len(values),
-                                     len(self.elements) if applies else 0).to_batches()
+            yield from runner.report(engine, subtask, len(main), len(elements)).to_batches()
         finally:
             store.close()
-
-    def _inputs(self, rows: pa.Table, engine: SubtaskEngine
-                ) -> tuple[Any, list[Any], list[Any] | None]:
-        """A subtask's main values (a co-function's ``CoElement``s of both inputs), in source
-        order, with their timestamps and keys (None: not keyed)."""
-        plan = self.plan
-        sides = rows.column(SIDE)
-        first = rows.filter(pc.equal(sides, MAIN_SIDE)).select(
-            [TS, SEQ, *[main_column(i) for i in range(len(plan.main_fields))]])
-        convert = converters(plan.main_types, plan.time_zone)
-        if plan.second_fields:
-            second = rows.filter(pc.equal(sides, SECOND_SIDE)).select(
-                [TS, SEQ, *[second_column(i) for i in range(len(plan.second_fields))]])
-            return co_elements((in_order(first), in_order(second)),
-                               ((plan.main_fields, plan.key_positions),
-                                (plan.second_fields, plan.second_key_positions)),
-                               (convert, converters(plan.second_types, plan.time_zone)))
-        main = in_order(first)
-        values, timestamps = main_values(main, 2, plan.main_fields, engine.vectorized, convert)
-        keys = (key_values(main, 2, plan.key_positions)
-                if plan.keyed and not engine.vectorized else None)
-        return values, timestamps, keys
 
     def _bind(self, engine: SubtaskEngine, store: SubtaskStore, subtask: int) -> bool:
         """Bind ``engine`` to the subtask's state; whether it applies the elements itself (then
@@ -312,6 +271,19 @@ class PartitionedRunner:
         backend = engine.backend
         if isinstance(backend, StoreBackend):
             backend.prefetch(list(dict.fromkeys(normal_key(k) for k in keys)))
+
+
+def _sides(rows: pa.Table, plan: WorkerPlan) -> tuple[pa.Table, pa.Table | None]:
+    """A subtask's rows of each input as ``_ts, _seq, <fields> …`` (the second: a
+    co-function's other keyed input; None without one)."""
+    sides = rows.column(SIDE)
+    first = rows.filter(pc.equal(sides, MAIN_SIDE)).select(
+        [TS, SEQ, *[main_column(i) for i in range(len(plan.main_fields))]])
+    if not plan.second_fields:
+        return first, None
+    second = rows.filter(pc.equal(sides, SECOND_SIDE)).select(
+        [TS, SEQ, *[second_column(i) for i in range(len(plan.second_fields))]])
+    return first, second
 
 
 def _ipc(table: pa.Table) -> bytes:

@@ -6,9 +6,11 @@ timers first (as a watermark reaching a Flink operator would), then applies the 
 broadcast rows in their deterministic order, then the main rows. One Spark timer per subtask
 wakes it for its earliest engine timer when no input arrives.
 
-Engines are cached per Python worker (``engines.py``) so ``open`` runs once per subtask, not
-once per micro-batch; state is re-bound from Spark at every call, so a retried or moved task
-starts from the checkpointed state, never from memory.
+Each call runs through the one subtask runner (``subtask.py``). Engines are cached per Python
+worker (``engines.py``) so ``open`` runs once per subtask, not once per micro-batch; state is
+re-bound from Spark at every call, so a retried or moved task starts from the checkpointed
+state, never from memory. A static broadcast side seeds a subtask's new state from the plan's
+static side (``static_side.py``), applied once on the driver.
 """
 
 from __future__ import annotations
@@ -23,45 +25,36 @@ from pyspark.sql.types import ByteType, IntegerType, LongType, ShortType
 
 from sparkcast.api.timers import TimeDomain
 from sparkcast.core.engine import SubtaskEngine
-from sparkcast.core.records import BroadcastElement
+from sparkcast.core.records import BroadcastElement, OutputRecord
 from sparkcast.core.seed import Seed, apply_seed
-from sparkcast.spark.execution.dead_letters import broadcast_letters_once
-from sparkcast.spark.execution.encoding import OutputEncoder, to_pandas
-from sparkcast.spark.execution.engines import apply_static_broadcast, cached_engine, plan_engine
-from sparkcast.spark.execution.metrics_rows import metrics_table
+from sparkcast.spark.execution.dead_letters import subtask_share
+from sparkcast.spark.execution.encoding import to_pandas
+from sparkcast.spark.execution.engines import apply_elements, cached_engine, plan_engine
 from sparkcast.spark.execution.packing import unpack_main
-from sparkcast.spark.execution.values import (
-    co_elements,
-    convert_rows,
-    converters,
-    key_values,
-    main_values,
-    rows_of,
-)
+from sparkcast.spark.execution.static_side import static_seed
+from sparkcast.spark.execution.subtask import Clocks, MainInput, SubtaskRunner
+from sparkcast.spark.execution.values import convert_rows, converters, rows_of
 from sparkcast.spark.layout import BROADCAST_SIDE, MAIN_SIDE, SECOND_SIDE
-from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.plan import WorkerPlan
 from sparkcast.spark.state.backend import SparkStateBackend, SparkStates
-from sparkcast.spark.state.compatibility import guard_subtask, layout_json
+from sparkcast.spark.state.compatibility import guard_subtask
 
 _BLOB = 4  # columns: _subtask, _side, _ts, _seq, _blob, then _order and b_0 … (broadcast rows)
 _INTEGRAL = (ByteType, ShortType, IntegerType, LongType)
 
 
 class BroadcastProcessor(StatefulProcessor):
-    def __init__(self, plan: RuntimePlan, broadcast_types: list[Any]) -> None:
+    def __init__(self, plan: WorkerPlan, layout: str, broadcast_types: list[Any]) -> None:
         self.plan = plan
+        self.layout = layout  # the checkpoint's layout record (``compatibility.layout_json``)
         self.broadcast_integral = _integral(broadcast_types)
         self.broadcast_convert = converters(broadcast_types, plan.time_zone)
-        self.main_convert = converters(plan.main_types, plan.time_zone)
-        self.second_convert = converters(plan.second_types, plan.time_zone)
-        self.layout = layout_json(plan)
-        self.applied_static = False  # whether this call applied the static broadcast rows
 
     def init(self, handle: Any) -> None:
         plan = self.plan
         self.handle = handle
         self.states = SparkStates(handle, [d.name for d in plan.broadcast_descriptors])
-        self.encoder = OutputEncoder.of(plan)
+        self.runner = SubtaskRunner(plan)
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues: Any
                         ) -> Iterator[pd.DataFrame]:
@@ -73,7 +66,7 @@ class BroadcastProcessor(StatefulProcessor):
                            ) -> None:
         """The first micro-batch of a new checkpoint: write this subtask's prepared state
         (``planning/bootstrap.py``, ``tools/rescale.py``) before its first element."""
-        engine = self._engine(self.plan.subtask_of_group[int(key[0])], static=False)
+        engine = self._engine(self.plan.subtask_of_group[int(key[0])])
         for blob in initialState.iloc[:, -1].tolist():
             apply_seed(engine, Seed.from_bytes(bytes(blob), engine.types))
         engine.flush()
@@ -93,22 +86,17 @@ class BroadcastProcessor(StatefulProcessor):
         plan = self.plan
         subtask = plan.subtask_of_group[group]
         engine = self._engine(subtask)
+        shared, applied = self._static(engine, subtask)
         watermark, now = _clocks(timer_values)
-        if plan.time_mode != "EventTime":
-            watermark = None
-        broadcast, main, timestamps, keys = self._split(frame, engine)
-        engine.run_micro_batch(broadcast, main, timestamps, keys, watermark=watermark,
-                               processing_time=now)
-        engine.meter.finish()
-        engine.flush()
+        clocks = Clocks(watermark if plan.time_mode == "EventTime" else None, now)
+        broadcast, main = self._split(frame, engine)
+        for out in self.runner.run(engine, subtask, main, broadcast, clocks, applied=applied,
+                                   shared=shared):
+            yield to_pandas(out)
         self._sync_spark_timer(engine)
-        outputs = engine.take_outputs()
-        if subtask and (broadcast or self.applied_static):
-            outputs = broadcast_letters_once(outputs)
-        yield from self.encoder.encode(outputs, subtask)
-        yield to_pandas(metrics_table(engine, self.encoder, subtask, len(main), len(broadcast)))
+        yield to_pandas(self.runner.report(engine, subtask, len(main), len(broadcast)))
 
-    def _engine(self, subtask: int, static: bool = True) -> SubtaskEngine:
+    def _engine(self, subtask: int) -> SubtaskEngine:
         plan = self.plan
         backend = SparkStateBackend(self.states, plan.pipeline_id, plan.state_buckets,
                                     plan.blob_store)
@@ -116,32 +104,35 @@ class BroadcastProcessor(StatefulProcessor):
         engine = cached_engine(plan, subtask, lambda: plan_engine(plan, subtask, backend))
         engine.meter.begin()
         engine.bind(backend)
-        self.applied_static = (static and bool(plan.static_broadcast)
-                               and engine.broadcast_version == "")
-        if self.applied_static:
-            apply_static_broadcast(engine, plan)
         return engine
 
+    def _static(self, engine: SubtaskEngine, subtask: int
+                ) -> tuple[list[OutputRecord], bool]:
+        """A subtask's new state (no broadcast version yet) takes the static side, as each
+        subtask of a Flink job starts from the same static broadcast state: the outputs its
+        application emitted for this subtask, and whether the engine applied the rows itself
+        (they reached keyed state)."""
+        static = self.plan.static
+        if static is None or engine.broadcast_version != "":
+            return [], False
+        if static.elements:
+            apply_elements(engine, static.elements)
+            return [], True
+        apply_seed(engine, static_seed(static, engine.types))
+        return subtask_share([list(o) for o in static.outputs], subtask), False
+
     def _split(self, frame: pd.DataFrame | None, engine: SubtaskEngine
-               ) -> tuple[list[BroadcastElement], Any, list[Any] | None, list[Any] | None]:
+               ) -> tuple[list[BroadcastElement], MainInput]:
         if frame is None or len(frame) == 0:
-            return [], [], None, None
-        plan = self.plan
-        if plan.second_fields:
-            main, timestamps, keys = _co_main(frame, plan,
-                                              (self.main_convert, self.second_convert))
-            return [], main, timestamps, keys
-        is_broadcast = frame.iloc[:, 1].to_numpy() == BROADCAST_SIDE
+            return [], MainInput()
+        sides = frame.iloc[:, 1].to_numpy()
+        is_broadcast = sides == BROADCAST_SIDE
         broadcast = self._broadcast_elements(frame[is_broadcast]) if is_broadcast.any() else []
-        blobs = frame.iloc[:, _BLOB][~is_broadcast].tolist()
-        if not blobs:
-            return broadcast, [], None, None
-        table = unpack_main(blobs)
-        main, timestamps = main_values(table, 2, plan.main_fields, engine.vectorized,
-                                       self.main_convert)
-        if not plan.keyed or engine.vectorized:
-            return broadcast, main, timestamps, None
-        return broadcast, main, timestamps, key_values(table, 2, plan.key_positions)
+        tables = []
+        for side in (MAIN_SIDE, SECOND_SIDE):
+            blobs = frame.iloc[:, _BLOB][sides == side].tolist()
+            tables.append(unpack_main(blobs) if blobs else None)
+        return broadcast, self.runner.read(engine, tables[0], tables[1])
 
     def _broadcast_elements(self, frame: pd.DataFrame) -> list[BroadcastElement]:
         fields = self.plan.broadcast_fields
@@ -166,20 +157,6 @@ class BroadcastProcessor(StatefulProcessor):
                 wanted = None
         if wanted is not None:
             self.handle.registerTimer(wanted)
-
-
-def _co_main(frame: pd.DataFrame, plan: RuntimePlan, convert: tuple[dict[int, Any], ...]
-             ) -> tuple[list[Any], list[Any], list[Any]]:
-    """A co-function's two keyed inputs, packed by side, as one stream (``co_elements``)."""
-    sides = frame.iloc[:, 1].to_numpy()
-    tables = []
-    for side in (MAIN_SIDE, SECOND_SIDE):
-        blobs = frame.iloc[:, _BLOB][sides == side].tolist()
-        tables.append(unpack_main(blobs) if blobs else None)
-    return co_elements((tables[0], tables[1]),
-                       ((plan.main_fields, plan.key_positions),
-                        (plan.second_fields, plan.second_key_positions)),
-                       (convert[0], convert[1]))
 
 
 def _clocks(timer_values: Any) -> tuple[int | None, int]:

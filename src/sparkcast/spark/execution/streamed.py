@@ -42,13 +42,13 @@ from sparkcast.spark.execution.dead_letters import corrupt_letters, subtask_shar
 from sparkcast.spark.execution.encoding import OutputEncoder, tagged_schema
 from sparkcast.spark.execution.engines import (
     CachedEngine,
-    apply_static_broadcast,
     bind_snapshot,
     in_memory,
     plan_engine,
     writable_in_memory,
 )
 from sparkcast.spark.execution.stateless import StatelessRunner
+from sparkcast.spark.execution.static_side import static_tables
 from sparkcast.spark.execution.values import collect_elements, collect_partitions
 from sparkcast.spark.layout import (
     BROADCAST_SIDE,
@@ -213,22 +213,17 @@ class BroadcastApplier:
         return snapshots.name(self.location, batch), outputs
 
     def apply_static(self) -> list[list[OutputRecord]]:
-        """A static broadcast side: its rows applied once, to empty state, in the
-        deterministic broadcast order, into snapshot ``SEED`` (what every subtask of the
-        operator holds after its first call, and what every batch here reads); the outputs
-        that emitted, as ``apply`` gives them."""
-        outputs = []
-        for subtask in range(self.plan.parallelism if self.engine.reads_subtask else 1):
-            engine = self._other(subtask) if subtask else self.engine
-            engine.bind(DictBackend())
-            apply_static_broadcast(engine, self.plan)
-            engine.meter.take_pending()  # an update's latency is the streamed sides' to measure
-            outputs.append(engine.take_outputs())
-        tables = {name: dict(table) for name, table in self.engine.broadcast.tables.items()}
-        snapshot = snapshots.Snapshot(self.layout, self.engine.broadcast_version, tables)
-        snapshots.write(self.location, snapshots.SEED, snapshot, self.plan.blob_store,
+        """A static broadcast side: the plan's static side (its rows applied once by the
+        planner, ``static_side.py``: what every subtask of the operator holds after its first
+        call) written as snapshot ``SEED``, which every batch here reads; the outputs applying
+        it emitted, as ``apply`` gives them."""
+        static = self.plan.static
+        assert static is not None
+        version, tables = static_tables(static, self.engine.types)
+        snapshots.write(self.location, snapshots.SEED,
+                        snapshots.Snapshot(self.layout, version, tables), self.plan.blob_store,
                         self.engine.types)
-        return outputs
+        return [list(outputs) for outputs in static.outputs]
 
     def _run(self, engine: SubtaskEngine, state: snapshots.Snapshot,
              elements: list[BroadcastElement]) -> DictBackend:

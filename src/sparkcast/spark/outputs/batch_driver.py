@@ -30,10 +30,10 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from sparkcast.errors import IncompatibleCheckpointError
 from sparkcast.spark.execution.batch_sides import query_of, side_partitions
-from sparkcast.spark.execution.partitioned import micro_batch_outputs
 from sparkcast.spark.execution.streamed import MicroBatchOutputs
 from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.planning.shapes import batch_outputs
 from sparkcast.spark.state import checkpoint_files, keyed_store, storage
 
 
@@ -67,8 +67,7 @@ class BatchDriver:
                  consumer: BatchConsumer) -> None:
         self.plan = plan
         self.consumer = consumer
-        self.outputs = (micro_batch_outputs(plan, checkpoint_location)
-                        if plan.per_batch_driver else None)
+        self.outputs = batch_outputs(plan, checkpoint_location)
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
         if self.consumer.committed(batch_id):

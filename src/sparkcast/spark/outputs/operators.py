@@ -11,6 +11,8 @@ lines join as dead letters.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
 
@@ -21,6 +23,7 @@ from sparkcast.spark.execution.stateless import StatelessRunner
 from sparkcast.spark.layout import SUBTASK, TS, broadcast_column
 from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.bootstrap import initial_state_frame
+from sparkcast.spark.state.compatibility import layout_json
 
 
 def tagged_output(plan: RuntimePlan) -> DataFrame:
@@ -51,7 +54,9 @@ def operator_processor(plan: RuntimePlan) -> BroadcastProcessor:
     broadcast_types = [schema[broadcast_column(i)].dataType
                        for i in range(len(plan.broadcast_fields))
                        if broadcast_column(i) in names]
-    return BroadcastProcessor(plan.for_workers(Engine.OPERATOR), broadcast_types)
+    return BroadcastProcessor(plan.for_workers(Engine.OPERATOR),
+                              layout_json(replace(plan, engine=Engine.OPERATOR)),
+                              broadcast_types)
 
 
 def _stateful(plan: RuntimePlan, output: StructType) -> DataFrame:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 from sparkcast.spark.environment import is_connect
-from sparkcast.spark.execution.stateless import needs_no_state
 from sparkcast.spark.plan import BroadcastSide, PlanFacts, ProcessSpec, RuntimePlan, recorded_engine
 from sparkcast.spark.planning.choice import Choice, Consumer, choose
 from sparkcast.spark.state.compatibility import read_layout
@@ -15,8 +14,8 @@ from sparkcast.spark.state.compatibility import read_layout
 
 def broadcast_facts(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame,
                     spec: ProcessSpec, static: bool) -> PlanFacts:
-    """The facts of a broadcast plan; ``static``: its broadcast rows were collected into
-    ``plan.static_broadcast``."""
+    """The facts of a broadcast plan; ``static``: its broadcast rows were collected and applied
+    into ``plan.static`` (whose outputs would repeat in every task of a plan without state)."""
     side = (BroadcastSide.STATIC if static else
             BroadcastSide.STREAMED if broadcast.isStreaming else BroadcastSide.BATCH)
     stateful = plan.keyed or bool(plan.keyed_descriptors) or bool(plan.options.hold_until_ready)
@@ -27,7 +26,8 @@ def broadcast_facts(plan: RuntimePlan, main: DataFrame, broadcast: DataFrame,
         event_aligned=plan.options.time_alignment != "batch", timers=plan.time_mode != "None",
         event_time=plan.event_time is not None,
         seeded=spec.seeded, connect=is_connect(main.sparkSession),
-        static_emits=static and not stateful and not needs_no_state(plan))
+        static_emits=(static and not stateful and plan.static is not None
+                      and plan.static.emits))
 
 
 def keyed_facts(plan: RuntimePlan, main: DataFrame, spec: ProcessSpec) -> PlanFacts:

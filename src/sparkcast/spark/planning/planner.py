@@ -26,6 +26,7 @@ from sparkcast.core.records import BroadcastElement
 from sparkcast.errors import PipelineError
 from sparkcast.spark.environment import default_parallelism
 from sparkcast.spark.execution.engines import new_engine
+from sparkcast.spark.execution.static_side import static_side
 from sparkcast.spark.execution.values import collect_elements
 from sparkcast.spark.layout import ORDER, SECOND_SIDE, TS, check_reserved
 from sparkcast.spark.plan import PlanFacts, ProcessSpec, RuntimePlan
@@ -100,6 +101,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
                                                or _may_skip_state(plan, broadcast))
     if static:
         plan.static_broadcast = _collect_static(broadcast, spec.event_time)
+        plan.static = static_side(plan)
     _choose(plan, broadcast_facts(plan, main, broadcast.df, spec, static), spec)
     if plan.in_place:
         plan.tagged_input = stateless_input(main, spec.event_time)
@@ -111,7 +113,7 @@ def build_plan(main: DataFrame, key_columns: tuple[str, ...], broadcast: Any,
             plan.streamed_input = streamed_input(raw_main, None, spec.event_time,
                                                  plan.clocked)
         return plan
-    plan.static_broadcast = []
+    plan.static_broadcast, plan.static = [], None
     bcast = tag_broadcast(spark, broadcast, groups, spec.event_time)
     plan.tagged_input = pad_main(main_tagged, broadcast.df, broadcast.order_by).unionByName(bcast)
     if plan.per_batch_driver:
