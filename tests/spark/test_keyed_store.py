@@ -95,3 +95,69 @@ def test_every_checkpoint_gets_its_own_store_id(tmp_path):
     first = keyed_store.store_id(str(tmp_path / "one"))
     assert keyed_store.store_id(str(tmp_path / "one")) == first
     assert keyed_store.store_id(str(tmp_path / "two")) != first
+
+
+# ---------------------------------------------------------------- warm state between batches
+
+def _open(location: str, root: Path, batch: int) -> tuple[SubtaskStore, StoreBackend]:
+    store = SubtaskStore(location, "store", 0, str(root))
+    store.open(batch)
+    return store, StoreBackend(store, {}, warm=True)
+
+
+def _warm_batch(location: str, root: Path, batch: int, keys: list, fail: bool = False
+                ) -> dict:
+    """One micro-batch appending the batch to each key's list; ``fail``: it dies before its
+    commit, after changing the values it read."""
+    store, backend = _open(location, root, batch)
+    try:
+        seen = backend.keyed_table("seen")
+        for key in keys:
+            seen[key] = [*seen.get(key, []), batch]
+            seen[key].append(-batch)  # mutated in place, as user code may
+        if fail:
+            raise RuntimeError("killed")
+        backend.flush()
+        return {k: list(v) for k, v in seen.items()}
+    finally:
+        store.close()
+
+
+def test_a_subtasks_state_stays_decoded_between_its_batches_on_one_worker(tmp_path):
+    location, root = str(tmp_path / "keyed"), tmp_path / "a"
+    _warm_batch(location, root, 0, ["a", "b"])
+    store, backend = _open(location, root, 1)
+    first = backend.keyed_table("seen").get("a")
+    backend.flush()
+    store.close()
+    store, backend = _open(location, root, 2)
+    assert backend.keyed_table("seen").get("a") is first  # the object kept, not read again
+    assert first == [0, 0]
+    store.close()
+
+
+def test_warm_state_is_dropped_where_it_may_not_be_true(tmp_path):
+    location, worker, other = str(tmp_path / "keyed"), tmp_path / "a", tmp_path / "b"
+    _warm_batch(location, worker, 0, ["a"])
+    # a failed attempt changed the values it read but never committed: the retry reads the store
+    with pytest.raises(RuntimeError):
+        _warm_batch(location, worker, 1, ["a"], fail=True)
+    assert _warm_batch(location, worker, 1, ["a"]) == {"a": [0, 0, 1, -1]}
+    # another worker ran batch 2: this one's memory is a batch behind and is not used
+    assert _warm_batch(location, other, 2, ["a"]) == {"a": [0, 0, 1, -1, 2, -2]}
+    assert _warm_batch(location, worker, 3, ["a"]) == {"a": [0, 0, 1, -1, 2, -2, 3, -3]}
+    # a replay of batch 3 on the same worker starts from batch 2's state
+    assert _warm_batch(location, worker, 3, ["a"]) == {"a": [0, 0, 1, -1, 2, -2, 3, -3]}
+    assert _warm_batch(location, tmp_path / "c", 4, ["a"]) == {
+        "a": [0, 0, 1, -1, 2, -2, 3, -3, 4, -4]}
+
+
+def test_warm_and_cold_workers_give_the_same_state_over_many_batches(tmp_path):
+    location = str(tmp_path / "keyed")
+    expected: dict = {}
+    for batch in range(2 * SNAPSHOT_INTERVAL + 3):
+        keys = KEYS[: 1 + batch % 4]
+        for key in keys:
+            expected[key] = [*expected.get(key, []), batch, -batch]
+        root = tmp_path / ("a" if batch % 7 else "b")
+        assert _warm_batch(location, root, batch, keys) == expected

@@ -251,7 +251,7 @@ class PartitionedRunner:
         from the base snapshot, into a copy nothing persists)."""
         plan = self.plan
         def guarded(tables: dict[str, dict[Any, Any]]) -> StoreBackend:
-            backend = StoreBackend(store, tables)
+            backend = StoreBackend(store, tables, warm=True)
             guard_subtask(backend, plan.pipeline_id, subtask, self.layout)  # before it runs
             return backend
 
@@ -261,7 +261,8 @@ class PartitionedRunner:
         if applies:
             bind_snapshot(engine, snapshots.read_or_empty(self.base, plan.blob_store,
                                                           engine.types),
-                          lambda tables: StoreBackend(store, tables, writable_broadcast=True))
+                          lambda tables: StoreBackend(store, tables, writable_broadcast=True,
+                                                      warm=True))
         else:  # the driver applied the update: its effect is measured here
             engine.meter.awaiting_effect(self.made_at)
         return applies

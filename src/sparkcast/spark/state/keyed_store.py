@@ -17,6 +17,8 @@ library's binding) in place of an in-memory map, so state larger than memory sta
   checkpoint's store id and the subtask, and records the batch it reflects. A task for batch N
   uses it when it reflects batch N-1, catches it up from the deltas when it is older, and
   rebuilds it from the latest snapshot when it is ahead (a replay) or missing (another host).
+  The values a worker read or wrote stay decoded in its memory between micro-batches while
+  the file stays on that worker's line of batches (``store_backend.py``).
 
 So a replayed batch starts from the same state, the files of batches up to N-1, and writes the
 same delta: exactly once, wherever the task runs. Rows are ``(name, key, value)``: ``name`` is a
@@ -99,6 +101,9 @@ class SubtaskStore:
         self.path = os.path.join(directory, f"{subtask}.sqlite")
         self.db: sqlite3.Connection | None = None
         self.batch = -1
+        #: whether ``open`` found the local copy reflecting the batch before, untouched by it
+        #: (a worker's warm state of that batch, ``store_backend``, is then still true)
+        self.continued = False
 
     # ----------------------------------------------------------------------- opening
     def open(self, batch: int) -> None:
@@ -107,6 +112,7 @@ class SubtaskStore:
         files = {b: kind for b, kind in versions(self.location).items() if b < batch}
         db = self.db = _connect(self.path)
         have = _version(db)
+        self.continued = have == batch - 1
         needed = [b for b in sorted(files) if b > have]
         if have >= batch or not _continues(have, needed, files):
             with _transaction(db):

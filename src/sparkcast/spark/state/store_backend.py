@@ -2,9 +2,16 @@
 blobs in the subtask's keyed store (``keyed_store.py``), broadcast state from the micro-batch's
 snapshot.
 
-Keyed values are read a key at a time (and cached for the micro-batch); at ``flush`` every key
-written, removed or handed out as a container (user code may mutate it in place, as on every
-backend) becomes one change of the batch's delta. Broadcast state is the driver's snapshot,
+Keyed values are read a key at a time (or prefetched for the batch's keys) and stay decoded in
+the worker's memory: at ``flush`` every key written, removed or handed out as a container (user
+code may mutate it in place, as on every backend) becomes one change of the batch's delta, and
+once the store committed it the decoded values are kept as the subtask's **warm state**
+(:class:`WarmState`) for its next micro-batch. The next batch takes them only where nothing
+else can have moved the state: the same engine's classes, the local copy untouched since
+this worker committed the batch before (``SubtaskStore.continued``), and no attempt since
+that failed before its commit (a batch that takes the warm state holds it until it commits).
+Otherwise, and beyond ``WARM_KEYS`` keys, it reads the store again: the store on disk stays
+the truth for restarts, other workers and the state tools. Broadcast state is the driver's snapshot,
 shared by the worker's subtasks; a subtask that applies broadcast elements itself (event-time
 alignment, ``apply_to_keyed_state``) writes to its own copy, which nothing persists: the
 driver's snapshot is the state of record, and the same elements give it the same entries.
@@ -13,7 +20,10 @@ driver's snapshot is the state of record, and the same elements give it the same
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from cachetools import LRUCache
 
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
@@ -25,14 +35,47 @@ from sparkcast.spark.state.keyed_store import META, Change, SubtaskStore
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
 _ABSENT: Any = object()
 SWEEP_ROWS = 1000  # stored keys per TTL descriptor checked each micro-batch, beyond those read
+#: decoded keys a subtask keeps in memory between micro-batches (values and known-absent keys,
+#: all descriptors); beyond it the next batch reads the store again
+WARM_KEYS = 1_000_000
+
+
+@dataclass
+class WarmState:
+    """A subtask's decoded keyed state after the batch ``batch`` its store committed."""
+
+    batch: int | None  #: None while a batch holds it (until that batch commits)
+    types: codec.Resolver | None  #: the classes its objects were decoded as
+    tables: dict[str, dict[Any, Any]] = field(default_factory=dict)  # name -> {key: value}
+    scanned: set[str] = field(default_factory=set)  # the tables holding every stored key
+    holder: SubtaskStore | None = None
+
+
+#: local copy path -> its warm state, in this worker
+_WARM: LRUCache[str, WarmState] = LRUCache(maxsize=256)
+
+
+def _take_warm(store: SubtaskStore, types: codec.Resolver | None) -> WarmState:
+    """The warm state the batch ``store`` is open for may use (empty when none is true), held
+    by it until its commit."""
+    warm = _WARM.get(store.path)
+    if warm is not None and warm.holder is store:
+        return warm
+    if (warm is None or warm.types is not types or warm.holder is not None
+            or warm.batch != store.batch - 1 or not store.continued):
+        warm = WarmState(None, types)
+    warm.batch, warm.holder = None, store
+    _WARM[store.path] = warm
+    return warm
 
 
 class StoreBackend(StateBackend):
     """One subtask's state for one micro-batch of the micro-batch engine by subtask."""
 
     def __init__(self, store: SubtaskStore, broadcast: dict[str, dict[Any, Any]],
-                 writable_broadcast: bool = False) -> None:
+                 writable_broadcast: bool = False, *, warm: bool = False) -> None:
         self._store = store
+        self._warm = warm  # keep decoded state between batches (a worker's subtask)
         self._broadcast = broadcast
         self._copies: dict[str, dict[Any, Any]] = {}
         self._writable = writable_broadcast
@@ -53,7 +96,10 @@ class StoreBackend(StateBackend):
 
     def keyed_table(self, name: str, decode: Convert | None = None) -> MutableMapping[Any, Any]:
         if name not in self._keyed:
-            self._keyed[name] = StoredTable(self._store, name, decode, self.types)
+            warm = _take_warm(self._store, self.types) if self._warm else WarmState(None, None)
+            self._keyed[name] = StoredTable(self._store, name, decode, self.types,
+                                            warm.tables.setdefault(name, {}),
+                                            name in warm.scanned)
         return self._keyed[name]
 
     def prefetch(self, keys: list[Any]) -> None:
@@ -82,35 +128,51 @@ class StoreBackend(StateBackend):
             self.written[name] = {"keys_written": len(written),
                                   "bytes_written": sum(len(c[2] or b"") for c in written)}
         self._store.commit(changes)
+        self._keep_warm()
+
+    def _keep_warm(self) -> None:
+        """The committed batch's decoded tables stay for the subtask's next batch."""
+        warm = _WARM.get(self._store.path) if self._warm else None
+        if warm is None or warm.holder is not self._store:
+            return
+        if sum(len(table.cache) for table in self._keyed.values()) > WARM_KEYS:
+            del _WARM[self._store.path]
+            return
+        warm.batch, warm.holder = self._store.batch, None
+        warm.scanned = {name for name, table in self._keyed.items() if table.scanned}
 
 
 class StoredTable(MutableMapping):
     """One keyed descriptor's state: ``{user key: value}`` over the store, read on demand."""
 
     def __init__(self, store: SubtaskStore, name: str, decode: Convert | None,
-                 types: codec.Resolver | None) -> None:
+                 types: codec.Resolver | None, cache: dict[Any, Any] | None = None,
+                 scanned: bool = False) -> None:
         self._store = store
         self._name = name
         self._decode = decode
         self._types = types
-        self._cache: dict[Any, Any] = {}  # key -> value, or _ABSENT when not stored
+        #: key -> value, or _ABSENT when not stored (the warm state's table, kept between
+        #: batches)
+        self.cache: dict[Any, Any] = {} if cache is None else cache
         self._dirty: set[Any] = set()
-        self._scanned = False
+        #: whether the cache holds every stored key
+        self.scanned = scanned
 
     def prefetch(self, keys: list[Any]) -> None:
         """Read ``keys`` in a few queries instead of one each (the batch's keys, known up
         front)."""
-        wanted = {stable_key_bytes(k): k for k in keys if k not in self._cache}
+        wanted = {stable_key_bytes(k): k for k in keys if k not in self.cache}
         found = self._store.get_many(self._name, list(wanted))
         for raw, key in wanted.items():
             blob = found.get(raw)
-            self._cache[key] = _ABSENT if blob is None else self._value(blob)
+            self.cache[key] = _ABSENT if blob is None else self._value(blob)
 
     def get(self, key: Any, default: Any = None) -> Any:
-        value = self._cache.get(key, _MISSING)
+        value = self.cache.get(key, _MISSING)
         if value is _MISSING:
             blob = self._store.get(self._name, stable_key_bytes(key))
-            value = self._cache[key] = _ABSENT if blob is None else self._value(blob)
+            value = self.cache[key] = _ABSENT if blob is None else self._value(blob)
         if value is _ABSENT:
             return default
         if not isinstance(value, _SCALARS):
@@ -124,51 +186,51 @@ class StoredTable(MutableMapping):
         return value
 
     def __contains__(self, key: object) -> bool:
-        found = self._cache.get(key, _MISSING)
+        found = self.cache.get(key, _MISSING)
         if found is _MISSING:
             return self.get(key, _ABSENT) is not _ABSENT
         return found is not _ABSENT
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._cache[key] = value
+        self.cache[key] = value
         self._dirty.add(key)
 
     def __delitem__(self, key: Any) -> None:
         if key not in self:
             raise MissingKeyError(key)
-        self._cache[key] = _ABSENT
+        self.cache[key] = _ABSENT
         self._dirty.add(key)
 
     def _load_all(self) -> None:
-        if not self._scanned:
+        if not self.scanned:
             for raw, blob in self._store.scan(self._name):
-                self._cache.setdefault(key_of(raw), self._value(blob))
-            self._scanned = True
+                self.cache.setdefault(key_of(raw), self._value(blob))
+            self.scanned = True
 
     def __iter__(self) -> Iterator[Any]:
         self._load_all()
-        return iter([key for key, value in self._cache.items() if value is not _ABSENT])
+        return iter([key for key, value in self.cache.items() if value is not _ABSENT])
 
     def __len__(self) -> int:
         self._load_all()
-        return sum(1 for value in self._cache.values() if value is not _ABSENT)
+        return sum(1 for value in self.cache.values() if value is not _ABSENT)
 
     def sweep(self, is_dead: Callable[[Any], bool], clock: int) -> None:
         """Drop dead entries among those read this batch and ``SWEEP_ROWS`` stored ones from a
         place that rotates with the clock, so every key is checked now and then."""
         start = bytes([(clock // 1000) % 256])
         for raw, blob in self._store.scan_from(self._name, start, SWEEP_ROWS):
-            self._cache.setdefault(key_of(raw), self._value(blob))
-        for key, value in list(self._cache.items()):
+            self.cache.setdefault(key_of(raw), self._value(blob))
+        for key, value in list(self.cache.items()):
             if value is not _ABSENT and is_dead(value):
-                self._cache[key] = _ABSENT
+                self.cache[key] = _ABSENT
                 self._dirty.add(key)
 
     def take_changes(self) -> list[Change]:
         """The batch's changes as store rows; the table starts clean."""
         changes: list[Change] = []
         for key in self._dirty:
-            value = self._cache[key]
+            value = self.cache[key]
             changes.append((self._name, stable_key_bytes(key),
                             None if value is _ABSENT else value_bytes(value)))
         self._dirty.clear()
