@@ -80,6 +80,7 @@ EVENTS_SCHEMA = "key int, amount double"
 DIM_SCHEMA = "key int, weight double"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- kafka:begin -->", "<!-- kafka:end -->"
+HEADING = "## Kafka in and out"
 #: the machine's load before the run: other work on it shows here
 LOAD_AT_START = os.getloadavg()[0]
 
@@ -640,13 +641,15 @@ def machine() -> str:
 
 
 def write_doc(text: str) -> None:
+    """Replace the Kafka section of docs/benchmarks.md (its heading and what lies between the
+    markers; ``report.write`` keeps it when a full run rewrites the rest), or add it."""
     doc = DOC.read_text()
-    section = f"{BEGIN}\n{text}\n{END}"
+    section = f"{HEADING}\n\n{BEGIN}\n{text}\n{END}"
+    pattern = f"(?:{re.escape(HEADING)}\\n\\n)?{re.escape(BEGIN)}.*?{re.escape(END)}"
     if BEGIN in doc:
-        doc = re.sub(f"{re.escape(BEGIN)}.*?{re.escape(END)}", lambda _: section, doc,
-                     flags=re.S)
+        doc = re.sub(pattern, lambda _: section, doc, flags=re.S)
     else:
-        doc += f"\n## Kafka in and out\n\n{section}\n"
+        doc += f"\n{section}\n"
     DOC.write_text(doc)
 
 

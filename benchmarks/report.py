@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -338,7 +339,19 @@ def write(results: dict) -> None:
     made = plots(results)
     if results.get("scale"):
         made += scale.plots(results["scale"], IMG)
-    (DOCS / "benchmarks.md").write_text(render(results, made))
+    doc = DOCS / "benchmarks.md"
+    doc.write_text(render(results, made) + kept_sections(doc.read_text() if doc.exists() else ""))
+
+
+#: sections another script writes into docs/benchmarks.md (``benchmarks/kafka.py --write``,
+#: between ``<!-- kafka:begin -->`` and ``<!-- kafka:end -->``): a full run keeps them
+KEPT = re.compile(r"(?:^## [^\n]*\n\n)?<!-- (\w+):begin -->.*?<!-- \1:end -->\n?",
+                  re.S | re.M)
+
+
+def kept_sections(doc: str) -> str:
+    """The sections of ``doc`` that other scripts wrote, each with its heading."""
+    return "".join("\n" + match.group(0) for match in KEPT.finditer(doc))
 
 
 def render(results: dict, made: list[str] | None = None) -> str:

@@ -223,3 +223,12 @@ def test_an_update_never_seen_leaves_the_p99_unknown_and_the_target_missed(kafka
             in kafka.latency_targets(runs)}
     assert rows[f"{keyed} at 5,000 events/s: update p99 ≤ the hand-written job's"] == (
         "— vs 1,300 ms", "missed")
+
+
+def test_a_full_run_keeps_the_section_the_kafka_benchmark_wrote(bench, kafka_bench):
+    kafka, _ = kafka_bench
+    old = (f"# Benchmarks\n\nold figures\n\n{kafka.HEADING}\n\n{kafka.BEGIN}\n| a | b |\n"
+           f"{kafka.END}\n")
+    assert bench["report"].kept_sections(old) == (
+        f"\n{kafka.HEADING}\n\n{kafka.BEGIN}\n| a | b |\n{kafka.END}\n")
+    assert bench["report"].kept_sections("# Benchmarks\n\nno section\n") == ""
