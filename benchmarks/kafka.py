@@ -550,22 +550,20 @@ def latency_table(sizes: dict, runs: list[dict]) -> list[str]:
     """Each job beside its peer at the same rate, the ratio of each latency to the peer's in
     parentheses; the targets of issue 40; where each job's micro-batch time goes."""
     settings = sizes["latency"]
+    order = list(LATENCY_JOBS)
+    runs = sorted(runs, key=lambda run: (run["rate"], order.index(run["job"])))
     peers = {run["rate"]: run for run in runs if run["job"] == PEER}
     lines = [
-        f"Latency: events (`{{\"key\": k}}`, {sizes['keys']:,} keys) produced at each rate by a "
-        "process of their own on a 4-partition topic, a version record every "
-        f"{settings['interval']:g} s ({settings['updates']} in the measured window) on a topic "
-        "of its own, both stamped by the broker (`LogAppendTime`); every job runs alone on "
-        "topics of its own, its decisions read `read_committed` by another process (Spark's "
-        "sink writes no transactions: that reader sees its records as a plain one would). "
-        "The window opens once a micro-batch reads under 2 s of events (at most "
-        f"{settings['catch_up']:g} s after a {settings['warmup']:g} s warm-up). *Update*: "
-        "version appended → first decision reflecting it read; *event*: event appended → its "
-        "decision read (one never read counts as slower than all: a percentile among them is "
-        "\"—\"). *Kept up*: over the window, decisions read ≥ "
-        f"{KEPT_UP_SHARE:.0%} of events produced and at most {KEPT_UP_LAG_S:g} s of events "
-        "unread at its end (lag: events in the topic past the last completed micro-batch, in "
-        "seconds of events).", "",
+        f"Latency (how: \"Kafka latency\" under \"How it is measured\"): events of "
+        f"{sizes['keys']:,} keys from a producer process, a version every "
+        f"{settings['interval']:g} s, {settings['updates']} in each job's measured window (it "
+        f"opens once a micro-batch reads under 2 s of events, at most {settings['catch_up']:g} s "
+        f"after a {settings['warmup']:g} s warm-up); decisions read `read_committed` by another "
+        "process. *Kept up*: decisions read in the window ≥ "
+        f"{KEPT_UP_SHARE:.0%} of the events produced in it, and at most {KEPT_UP_LAG_S:g} s of "
+        "events left unread at its end. A latency percentile that falls among events or "
+        "updates never read is \"—\". In parentheses: the ratio to the hand-written job at "
+        "the same rate.", "",
         "| events/s | job | kept up | decisions/s ÷ events/s | lag start → end | "
         "update p50 | update p99 | event p50 | event p99 | micro-batch median |",
         "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -588,12 +586,12 @@ def latency_table(sizes: dict, runs: list[dict]) -> list[str]:
               "rate:", "", "| target | measured | verdict |", "|---|---|---|"]
     lines += [f"| {target} | {measured} | {verdict} |"
               for target, measured, verdict in latency_targets(runs)]
-    lines += ["", "Where a micro-batch's time goes (Spark's `durationMs`, median over the "
+    lines += ["", "Where a micro-batch's time goes (Spark's `durationMs` in ms, median over the "
               "window's batches with input; sparkcast's `addBatch` is its `foreachBatch`: the "
               "pattern and the Kafka transactions; the hand-written job's, the join and Spark's "
               "Kafka sink):", ""]
     phases = sorted({phase for run in runs for phase in run.get("batch_ms", {})})
-    lines += ["| phase | " + " | ".join(f"{run['job']} at {run['rate']:,}/s" for run in runs)
+    lines += ["| phase | " + " | ".join(f"{run['job']}, {run['rate']:,}/s" for run in runs)
               + " |", "|---|" + "---:|" * len(runs)]
     lines += [f"| {phase} | " + " | ".join(
         f"{run['batch_ms'][phase]:,.0f}" if phase in run.get("batch_ms", {}) else ""
