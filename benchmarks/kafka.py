@@ -301,8 +301,11 @@ def latency(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> list[dict]
         for name, build in jobs if index % 2 == 0 else jobs[::-1]:
             tag = f"lat-{rate}-{len(runs)}"
             print(f"  {name} at {rate:,} events/s", flush=True)
-            run = measure_latency(spark, broker, {**settings, "keys": mode["keys"]}, rate,
-                                  build, scratch / tag, Topics.create(broker, tag))
+            try:
+                run = measure_latency(spark, broker, {**settings, "keys": mode["keys"]}, rate,
+                                      build, scratch / tag, Topics.create(broker, tag))
+            except Exception as error:  # one job that cannot start fails its row, not the run
+                run = {"failed": f"{type(error).__name__}: {error}".splitlines()[0][:300]}
             runs.append({"job": name, "rate": rate, **run})
             print(f"    {json.dumps(runs[-1])}", flush=True)
     return runs
@@ -342,9 +345,10 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
     follower = threading.Thread(target=_follow, args=(watcher, seen, answers))
     follower.start()
     ends = _EndOffsets(broker, topics.events)
-    query = build(spark, broker, topics, checkpoint)
-    start = end = None
+    query = start = end = None
+    progress, failed = [], None
     try:
+        query = build(spark, broker, topics, checkpoint)
         time.sleep(settings["warmup"])
         _caught_up(query, topics.events, rate, settings["catch_up"])
         start = _mark(query, ends, topics.events)
@@ -354,9 +358,9 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
         end = _mark(query, ends, topics.events)
         _drained(query, topics.events, end, seen, settings)
     finally:
-        progress = list(query.recentProgress)
-        failed = None if query.isActive else str(query.exception()).splitlines()[0][:300]
-        query.stop()
+        if query is not None:
+            progress, failed = list(query.recentProgress), _failure(query)
+            query.stop()
         feeder_result = _stop_feeder(feeder)
         _stop_watcher(watcher, {"from": start.ms, "to": end.ms, "produced": sum(
             end.ends.values()) - sum(start.ends.values())} if start and end else {})
@@ -367,6 +371,14 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
     return summarize(settings["updates"], _append_times(broker, topics.versions), seen,
                      answers[-1] if answers else {}, start, end, rate, progress, failed,
                      feeder_result)
+
+
+def _failure(query) -> str | None:
+    """Why the query ended before it was stopped, if it did."""
+    if query.isActive:
+        return None
+    error = query.exception()
+    return str(error).splitlines()[0][:300] if error is not None else "the query ended"
 
 
 def summarize(updates: int, appended: dict[int, float], seen: dict[int, float],
@@ -606,9 +618,12 @@ def latency_targets(runs: list[dict]) -> list[tuple[str, str, str]]:
     peers = {run["rate"]: run for run in runs if run["job"] == PEER}
     rows = []
     for run in runs:
-        if run["job"] == PEER or "update_p99_ms" not in run:
+        if run["job"] == PEER:
             continue
         at = f"{run['job']} at {run['rate']:,} events/s"
+        if "update_p99_ms" not in run:
+            rows.append((f"{at}: runs", f"failed: {run.get('failed')}", "missed"))
+            continue
         p99, peer = run["update_p99_ms"], peers.get(run["rate"], {}).get("update_p99_ms")
         rows.append((f"{at}: keeps up",
                      f"{run['decided_per_s']:,.0f} ÷ {run['produced_per_s']:,.0f}/s, "

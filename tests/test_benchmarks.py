@@ -232,3 +232,14 @@ def test_a_full_run_keeps_the_section_the_kafka_benchmark_wrote(bench, kafka_ben
     assert bench["report"].kept_sections(old) == (
         f"\n{kafka.HEADING}\n\n{kafka.BEGIN}\n| a | b |\n{kafka.END}\n")
     assert bench["report"].kept_sections("# Benchmarks\n\nno section\n") == ""
+
+
+def test_a_job_that_failed_keeps_its_row_and_misses_its_targets(kafka_bench):
+    kafka, _ = kafka_bench
+    peer, _, timer = kafka.LATENCY_JOBS
+    runs = [_run(kafka, peer, 5_000, 1_300.0),
+            {"job": timer, "rate": 5_000, "failed": "StreamingQueryException: boom"}]
+    assert kafka.latency_targets(runs) == [
+        (f"{timer} at 5,000 events/s: runs", "failed: StreamingQueryException: boom", "missed")]
+    assert (f"| 5,000 | {timer} | failed: StreamingQueryException: boom |"
+            in "\n".join(kafka.latency_table(kafka.MODES["quick"], runs)))
