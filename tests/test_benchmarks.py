@@ -131,13 +131,18 @@ def test_w3_is_compared_with_pyflink_on_the_same_run(bench):
 
 # ---- the Kafka latency run: what its reader counts, and the table it makes
 
+QUICK = {"keys": 10_000, "latency": {"rates": [5_000, 20_000], "updates": 5, "interval": 2.0,
+                                     "warmup": 5.0, "catch_up": 15.0, "drain": 10.0}}
+
 
 @pytest.fixture
 def kafka_bench(bench) -> Iterator[tuple[ModuleType, ModuleType]]:
-    import kafka
+    """The latency run's measuring and judging (``kafka_latency``), its reader
+    (``kafka_clients``)."""
     import kafka_clients
+    import kafka_latency
 
-    yield kafka, kafka_clients
+    yield kafka_latency, kafka_clients
 
 
 def test_the_reader_counts_a_later_version_as_reflecting_the_earlier_ones(kafka_bench):
@@ -210,7 +215,7 @@ def test_each_sparkcast_job_is_judged_beside_the_hand_written_one_at_its_rate(ka
         "missed")
     assert rows[f"{keyed} at 20,000 events/s: update p99 ≤ the hand-written job's"][1] == "—"
     assert rows[f"{keyed} at 20,000 events/s: update p99 < 1 s (aim)"][1] == "missed"
-    text = "\n".join(kafka.latency_table(kafka.MODES["quick"], runs))
+    text = "\n".join(kafka.latency_table(QUICK, runs))
     assert f"| 5,000 | {timer} | **no** | 4,990 ÷ 5,000 | 0.4 → 0.6 s | 500 ms (1.0x) | " \
            "2,600 ms (2.0x) | 400 ms (1.0x) | 800 ms (1.0x) | 350 ms |" in text
 
@@ -225,8 +230,9 @@ def test_an_update_never_seen_leaves_the_p99_unknown_and_the_target_missed(kafka
         "— vs 1,300 ms", "missed")
 
 
-def test_a_full_run_keeps_the_section_the_kafka_benchmark_wrote(bench, kafka_bench):
-    kafka, _ = kafka_bench
+def test_a_full_run_keeps_the_section_the_kafka_benchmark_wrote(bench):
+    import kafka
+
     old = (f"# Benchmarks\n\nold figures\n\n{kafka.HEADING}\n\n{kafka.BEGIN}\n| a | b |\n"
            f"{kafka.END}\n")
     assert bench["report"].kept_sections(old) == (
@@ -242,4 +248,4 @@ def test_a_job_that_failed_keeps_its_row_and_misses_its_targets(kafka_bench):
     assert kafka.latency_targets(runs) == [
         (f"{timer} at 5,000 events/s: runs", "failed: StreamingQueryException: boom", "missed")]
     assert (f"| 5,000 | {timer} | failed: StreamingQueryException: boom |"
-            in "\n".join(kafka.latency_table(kafka.MODES["quick"], runs)))
+            in "\n".join(kafka.latency_table(QUICK, runs)))
