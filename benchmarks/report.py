@@ -353,9 +353,12 @@ METHOD = """\
   events (the backlog of the job's start worked off, or the catch-up time spent) and holds one
   update per interval; the run then goes on, events still flowing, until every update and
   every event of the window has been decided (or a time limit); an event or update never
-  read counts as slower than all. *Kept up*: decisions read in the window ≥ 95% of the events
-  appended in it, and at most 5 s of events unread at its end (lag: the topic's end offsets
-  minus the last completed micro-batch's). The jobs: **hand-written**, a stream-static join of
+  read counts as slower than all. *Kept up*: the window's micro-batches decided events at ≥ 95%
+  of the rate they were appended at (the events read by each batch after the first, over the
+  time from the first's end to the last's: each batch reads what the topic holds when it
+  starts, so only a job whose batches grow falls short), and at most 5 s of events were unread
+  at the window's end (lag: the topic's end offsets minus the last completed micro-batch's).
+  The jobs: **hand-written**, a stream-static join of
   the events with the versions topic (a batch read that Spark plans again in every
   micro-batch, reduced to its latest version), Spark's Kafka sink, default trigger, no keyed
   state, no Python; **sparkcast keyed**, `KeyedDecision` (`benchmarks/spark_systems.py`: a

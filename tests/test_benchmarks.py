@@ -170,15 +170,32 @@ def test_an_event_never_decided_is_slower_than_every_decided_one(kafka_bench):
     assert window["event_p50_ms"] == 175.0 and window["event_p99_ms"] is None
 
 
-def _progress(kafka: ModuleType, start: dict | None, end: dict) -> object:
+def _progress(kafka: ModuleType, start: dict | None, end: dict, batch: int = 0,
+              began: str = "2026-11-28T10:00:00.000Z", took: int = 0) -> object:
     class Source:
         startOffset = None if start is None else kafka.json.dumps({"ev": start})
         endOffset = kafka.json.dumps({"ev": end})
 
     class Progress:
         sources = [Source()]
+        batchId, timestamp, durationMs = batch, began, {"triggerExecution": took}
 
     return Progress()
+
+
+def test_the_decision_rate_runs_from_the_first_batch_that_ended_in_the_window_to_the_last(
+        kafka_bench):
+    kafka, _ = kafka_bench
+    progress = [_progress(kafka, {"0": 0}, {"0": 9_000}, 4, "2026-11-28T10:00:00.000Z", 3_000),
+                _progress(kafka, {"0": 9_000}, {"0": 12_000}, 5, "2026-11-28T10:00:03.000Z",
+                          1_000),
+                _progress(kafka, {"0": 12_000}, {"0": 12_000}, 6, "2026-11-28T10:00:04.000Z",
+                          100),  # no input: not counted
+                _progress(kafka, {"0": 12_000}, {"0": 17_000}, 7, "2026-11-28T10:00:04.100Z",
+                          900)]
+    # batches 5 and 7 read 8,000 events between batch 4's end (10:00:03) and 7's (10:00:05)
+    assert kafka._decided_per_s(progress, "ev", 4, 7) == 4_000.0
+    assert kafka._decided_per_s(progress, "ev", 7, 7) is None  # one batch: no rate
 
 
 def test_the_lag_is_what_the_last_completed_batch_left_in_the_topic(kafka_bench):
