@@ -28,11 +28,10 @@ from spark_systems import VERSION, KeyedDecision, KeyedDecisionTimer
 from sparkcast.testing.kafka import KafkaBroker
 
 HERE = Path(__file__).resolve().parent
-#: a job kept up when, over the window, it decided this share of the events produced and ended
-#: it with no more than this many seconds of events unread (about two micro-batches)
+#: a job kept up when its micro-batches in the window decided events at this share of the rate
+#: they were produced at, and it ended the window with no more than this many seconds of events
+#: unread (about two micro-batches)
 KEPT_UP_SHARE, KEPT_UP_LAG_S = 0.95, 5.0
-
-
 DECISION_SCHEMA = "key int, count long, version long, written_ms long, event_ms long"
 
 
