@@ -96,7 +96,7 @@ bench-deps: $(BENCH_STAMP) $(FLINK_STAMP)
 bench: bench-deps  ## every workload and system and the scale curves, ~60 min; run on a quiet machine
 	$(PY) benchmarks/run.py --mode full
 
-bench-kafka: $(BENCH_STAMP)  ## Kafka in and out on a throwaway broker (throughput ratios, update latency), ~10 min; writes its section of docs/benchmarks.md
+bench-kafka: $(BENCH_STAMP)  ## Kafka in and out on a throwaway broker (throughput ratios; update and event latency beside the hand-written job at 5k and 20k events/s), ~15 min; writes its section of docs/benchmarks.md
 	$(PY) benchmarks/kafka.py --mode full --write
 
 bench-quick: bench-deps  ## the same at small sizes, ~6 min (no scale curves: add --scale); prints the table, leaves docs/ alone

@@ -1,13 +1,13 @@
 """Kafka in, the pattern, Kafka out: throughput against Spark's own Kafka sink and the best
-hand-written Spark job, and the update latency a ``read_committed`` consumer sees.
+hand-written Spark job, and the latency of decisions against the job a Spark user writes by hand.
 
 ``python benchmarks/kafka.py --mode quick|full [--write]`` starts a throwaway broker
 (``sparkcast.testing.kafka``) and one local Spark session (``local[2]``) and runs, side by side
-in one run, the systems taking turns (forward, then backward; the best run of each counts):
+in one run, the systems taking turns:
 
 Throughput (W1 enrichment, ``logic.enrich_frame``; events on a 4-partition topic, the dimension
 rows on a topic of their own, both read by Spark's Kafka source, ``availableNow`` in batches of
-``per_batch``):
+``per_batch``; forward, then backward, the best run of each counts):
 
 * ``hand-written``: ``foreachBatch`` that re-reads the dimension topic per batch into a
   broadcast variable, ``mapInPandas``, Spark's Kafka sink (at least once);
@@ -15,12 +15,11 @@ rows on a topic of their own, both read by Spark's Kafka source, ``availableNow`
   output written by Spark's Kafka sink from a user's sink (at least once);
 * ``sparkcast → sinks.kafka``: the same with sparkcast's exactly-once Kafka sink.
 
-Latency (a keyed counter whose outputs carry the broadcast version they used, ``KeyedVersioned``,
-events produced at ``rate``/s to the events topic, one version record every ``interval`` s to a
-topic with ``LogAppendTime``): from the version record's append time to the moment a
-``read_committed`` consumer of the decisions topic (``sinks.kafka``) first reads a decision that
-carries it or a later version, measured once the query has caught up with the backlog of its
-start (its micro-batches hold under two seconds of events).
+Latency (``kafka_latency.py``): the job a Spark user writes by hand (a stream-static join with
+the versions topic, Spark's Kafka sink), sparkcast's keyed job into ``sinks.kafka`` and the same
+with a processing-time timer per key, each alone at 5,000 and at 20,000 events/s from a producer
+process; update and event latency as a ``read_committed`` reader process sees them, whether the
+job kept up, where its micro-batches' time goes.
 
 ``--write`` replaces the Kafka section of docs/benchmarks.md with the run's table.
 """
@@ -28,69 +27,46 @@ start (its micro-batches hold under two seconds of events).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-# Spark's Python workers import logic and spark_systems too: they inherit this from the JVM
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH"))
-                                           if p)
 
 import logic  # noqa: E402
-from spark_systems import DIM, VERSION, EnrichBatch, KeyedVersioned  # noqa: E402
+from kafka_latency import LATENCY_JOBS, PEER, latency, latency_table  # noqa: E402
+from kafka_topics import parsed, produce  # noqa: E402
+from spark_systems import DIM, EnrichBatch  # noqa: E402
 
 from sparkcast.testing.kafka import KafkaBroker  # noqa: E402
 
 MODES = {
     "quick": {"events": 400_000, "per_batch": 100_000, "keys": 10_000, "repeats": 1,
-              "latency": {"updates": 8, "interval": 2.0, "warmup": 15.0, "rate": 20_000}},
+              "latency": {"rates": [5_000, 20_000], "updates": 5, "interval": 2.0,
+                          "warmup": 5.0, "catch_up": 15.0, "drain": 10.0}},
     "full": {"events": 2_000_000, "per_batch": 250_000, "keys": 10_000, "repeats": 3,
-             "latency": {"updates": 30, "interval": 2.0, "warmup": 20.0, "rate": 20_000}},
+             "latency": {"rates": [5_000, 20_000], "updates": 15, "interval": 2.0,
+                         "warmup": 15.0, "catch_up": 30.0, "drain": 20.0}},
 }
 EVENTS_SCHEMA = "key int, amount double"
 DIM_SCHEMA = "key int, weight double"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- kafka:begin -->", "<!-- kafka:end -->"
+HEADING = "## Kafka in and out"
 #: the machine's load before the run: other work on it shows here
 LOAD_AT_START = os.getloadavg()[0]
 
 
-def produce(broker: KafkaBroker, topic: str, rows: list[dict], key: str | None = None) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer(broker.client_config(**{"linger.ms": 20}))
-    for row in rows:
-        while True:
-            try:
-                producer.produce(topic, json.dumps(row),
-                                 None if key is None else str(row[key]))
-                break
-            except BufferError:
-                producer.poll(0.05)
-    producer.flush(120)
-
-
-def parsed(spark, broker: KafkaBroker, topic: str, schema: str, extra: dict | None = None):
-    """A topic as a stream of its JSON values' columns (Spark's own Kafka source)."""
-    from pyspark.sql import functions as F
-
-    # the fetch wait sparkcast.sources.kafka_topic sets by default, for every system alike
-    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("kafka.fetch.max.wait.ms", "50"))
-    for name, value in (extra or {}).items():
-        reader = reader.option(name, value)
-    frame = reader.load()
-    return frame.select(F.from_json(F.col("value").cast("string"), schema).alias("v"),
-                        F.col("timestamp")).select("v.*", "timestamp")
+def workers_find_benchmarks() -> None:
+    """Spark's Python workers import logic and spark_systems too: they inherit PYTHONPATH from
+    the JVM, so set it before the session starts."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
 
 
 class SparkKafkaSink:
@@ -180,158 +156,29 @@ def throughput(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
     return {name: max(values) for name, values in rates.items()}
 
 
-def latency(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
-    from sparkcast import sinks
-    from sparkcast.spark import Stream
-
-    settings = mode["latency"]
-    broker.create_topic("lat-events", partitions=4)
-    broker.create_topic("lat-versions", partitions=1,
-                        config={"message.timestamp.type": "LogAppendTime"})
-    broker.create_topic("lat-decisions", partitions=4)
-    stop = threading.Event()
-    feeder = threading.Thread(target=_feed_events, args=(broker, settings["rate"], stop))
-    feeder.start()
-    events = parsed(spark, broker, "lat-events", "key int").select("key")
-    versions = parsed(spark, broker, "lat-versions", "version long").selectExpr(
-        "version", "cast(unix_millis(timestamp) as long) as written_ms")
-    result = Stream(events).key_by("key").connect(Stream(versions).broadcast(VERSION)).process(
-        KeyedVersioned(), "key int, count long, version long, written_ms long", parallelism=2)
-    query = result.write_stream(
-        checkpoint_location=str(scratch / "lat-ckpt"),
-        sinks={"main": sinks.kafka(broker.bootstrap, "lat-decisions", key="key", parallelism=2),
-               "dead_letters": sinks.files(str(scratch / "lat-letters"))})
-    seen: dict[int, float] = {}
-    watcher = threading.Thread(target=_watch, args=(broker, seen, stop))
-    watcher.start()
-    try:
-        time.sleep(settings["warmup"])
-        _caught_up(query, settings["rate"])
-        for version in range(1, settings["updates"] + 1):
-            produce(broker, "lat-versions", [{"version": version}])
-            time.sleep(settings["interval"])
-        deadline = time.monotonic() + 60  # a backlog drains before the run ends
-        while len(seen) < settings["updates"] and time.monotonic() < deadline:
-            time.sleep(0.5)
-    finally:
-        stop.set()
-        progress = [p.durationMs for p in query.recentProgress if p.numInputRows]
-        failed = None if query.isActive else str(query.exception()).splitlines()[0][:300]
-        query.stop()
-        feeder.join()
-        watcher.join()
-    appended = _append_times(broker)
-    delays = sorted(seen[v] - appended[v] for v in appended if v in seen)
-    return {"updates": settings["updates"], "seen": len(delays),
-            "p50_ms": _percentile(delays, 50), "p99_ms": _percentile(delays, 99),
-            "batch_ms": _median_durations(progress), "failed": failed}
-
-
-def _median_durations(progress: list[dict]) -> dict[str, float]:
-    """Spark's per-phase time of a micro-batch (``durationMs``), median over the run's batches
-    with input: where an update's latency goes besides waiting for the next trigger."""
-    phases = sorted({name for durations in progress for name in durations})
-    return {name: _percentile(sorted(d.get(name, 0) for d in progress), 50) or 0.0
-            for name in phases}
-
-
-def _caught_up(query, rate: int, timeout: float = 120.0) -> None:
-    """Wait until the query's micro-batches hold under two seconds of events: the backlog of
-    its start is behind it, so an update's latency is the steady state's."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        last = query.lastProgress
-        if last is not None and 0 < last["numInputRows"] < 2 * rate:
-            return
-        time.sleep(0.5)
-
-
-def _feed_events(broker: KafkaBroker, rate: int, stop: threading.Event) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer(broker.client_config(**{"linger.ms": 5}))
-    sent, began = 0, time.monotonic()
-    while not stop.is_set():
-        due = int((time.monotonic() - began) * rate)
-        while sent < due:
-            try:
-                producer.produce("lat-events", json.dumps({"key": sent % 10_000}))
-                sent += 1
-            except BufferError:
-                producer.poll(0.01)
-        producer.poll(0)
-        time.sleep(0.005)
-    producer.flush(30)
-
-
-def _watch(broker: KafkaBroker, seen: dict[int, float], stop: threading.Event) -> None:
-    """The wall time at which a read_committed consumer first reads each version."""
-    from confluent_kafka import Consumer
-
-    consumer = Consumer(broker.client_config(**{
-        "group.id": "latency-watch", "isolation.level": "read_committed",
-        "auto.offset.reset": "earliest"}))
-    consumer.subscribe(["lat-decisions"])
-    while not stop.is_set():
-        message = consumer.poll(0.1)
-        if message is None or message.error() is not None:
-            continue
-        version, now = json.loads(message.value())["version"], time.time() * 1000
-        for reflected in range(1, version + 1):  # a later version reflects the earlier ones
-            seen.setdefault(reflected, now)
-    consumer.close()
-
-
-def _append_times(broker: KafkaBroker) -> dict[int, float]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer(broker.client_config(**{"group.id": "latency-versions"}))
-    consumer.assign([TopicPartition("lat-versions", 0, 0)])
-    found = {}
-    while True:
-        message = consumer.poll(2.0)
-        if message is None:
-            break
-        if message.error() is None:
-            found[json.loads(message.value())["version"]] = float(message.timestamp()[1])
-    consumer.close()
-    return found
-
-
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    return values[min(len(values) - 1, max(0, round(q / 100 * (len(values) - 1))))]
-
-
-def table(mode_name: str, rates: dict, lat: dict) -> str:
-    names = list(rates)
-    hand, spark_sink, exactly = (rates[n] for n in names)
+def table(mode_name: str, rates: dict, runs: list[dict]) -> str:
     sizes = MODES[mode_name]
-    lines = [f"One run of `python benchmarks/kafka.py --mode {mode_name}` on {machine()}. "
-             f"Throughput: {sizes['events']:,} events on a 4-partition topic, "
-             f"{sizes['per_batch']:,} per micro-batch (`availableNow`), {sizes['keys']:,} "
-             f"dimension rows on a topic of their own, the best of {sizes['repeats']} "
-             "alternating runs per system:", "",
-             "| system | events/s | ratio |", "|---|---:|---|"]
-    lines.append(f"| {names[0]} | {hand:,.0f} | 1.00x |")
-    lines.append(f"| {names[1]} | {spark_sink:,.0f} | {spark_sink / hand:.2f}x the "
-                 "hand-written job (target ≥ 0.9x) |")
-    lines.append(f"| {names[2]} | {exactly:,.0f} | {exactly / spark_sink:.2f}x sparkcast "
-                 "with Spark's sink (target ≥ 0.8x) |")
-    lines += ["", f"Update latency, keyed, events at {MODES[mode_name]['latency']['rate']:,}/s "
-              "into Kafka, decisions out through `sinks.kafka`, read by a `read_committed` "
-              f"consumer: p50 {_ms(lat['p50_ms'])}, p99 {_ms(lat['p99_ms'])} over "
-              f"{lat['seen']} of {lat['updates']} updates (target p99 < 1 s).", "",
-              "Where a micro-batch's time goes (Spark's `durationMs`, median over the run's "
-              "batches; `addBatch` is sparkcast's `foreachBatch`: the pattern and the Kafka "
-              "transactions):", "", "| phase | ms |", "|---|---:|"]
-    lines += [f"| {name} | {ms:,.0f} |" for name, ms in lat["batch_ms"].items()]
+    lines = [f"One run of `python benchmarks/kafka.py --mode {mode_name}` on {machine()}.", ""]
+    if rates:
+        lines += throughput_table(sizes, rates) + [""]
+    if runs:
+        lines += latency_table(sizes, runs)
     return "\n".join(lines)
 
 
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.0f} ms"
+def throughput_table(sizes: dict, rates: dict) -> list[str]:
+    names = list(rates)
+    hand, spark_sink, exactly = (rates[n] for n in names)
+    return [f"Throughput: {sizes['events']:,} events on a 4-partition topic, "
+            f"{sizes['per_batch']:,} per micro-batch (`availableNow`), {sizes['keys']:,} "
+            f"dimension rows on a topic of their own, the best of {sizes['repeats']} "
+            "alternating runs per system:", "",
+            "| system | events/s | ratio |", "|---|---:|---|",
+            f"| {names[0]} | {hand:,.0f} | 1.00x |",
+            f"| {names[1]} | {spark_sink:,.0f} | {spark_sink / hand:.2f}x the hand-written job "
+            "(target ≥ 0.9x) |",
+            f"| {names[2]} | {exactly:,.0f} | {exactly / spark_sink:.2f}x sparkcast with "
+            "Spark's sink (target ≥ 0.9x) |"]
 
 
 def machine() -> str:
@@ -340,13 +187,15 @@ def machine() -> str:
 
 
 def write_doc(text: str) -> None:
+    """Replace the Kafka section of docs/benchmarks.md (its heading and what lies between the
+    markers; ``report.write`` keeps it when a full run rewrites the rest), or add it."""
     doc = DOC.read_text()
-    section = f"{BEGIN}\n{text}\n{END}"
+    section = f"{HEADING}\n\n{BEGIN}\n{text}\n{END}"
+    pattern = f"(?:{re.escape(HEADING)}\\n\\n)?{re.escape(BEGIN)}.*?{re.escape(END)}"
     if BEGIN in doc:
-        doc = re.sub(f"{re.escape(BEGIN)}.*?{re.escape(END)}", lambda _: section, doc,
-                     flags=re.S)
+        doc = re.sub(pattern, lambda _: section, doc, flags=re.S)
     else:
-        doc += f"\n## Kafka in and out\n\n{section}\n"
+        doc += f"\n{section}\n"
     DOC.write_text(doc)
 
 
@@ -355,28 +204,36 @@ def main() -> None:
     parser.add_argument("--mode", choices=MODES, default="quick")
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     parser.add_argument("--latency-only", action="store_true",
-                        help="measure the update latency alone (no throughput, no --write)")
-    parser.add_argument("--rate", type=int, help="events/s of the latency run (default 20,000)")
+                        help="measure the latency alone (no throughput, no --write)")
+    parser.add_argument("--rate", type=int, nargs="+",
+                        help="events/s of the latency runs (default 5,000 and 20,000)")
+    parser.add_argument("--job", choices=LATENCY_JOBS, nargs="+",
+                        help="the latency runs' jobs (default all)")
     args = parser.parse_args()
+    mode = MODES[args.mode]
+    if args.rate:
+        mode["latency"]["rates"] = args.rate
+    if args.job:
+        for name in set(LATENCY_JOBS) - set(args.job) - {PEER}:
+            del LATENCY_JOBS[name]
+    workers_find_benchmarks()
     from sparkcast.spark import session
     from sparkcast.spark.launch.jars import with_spark_jars
 
     spark = session("local[2]", "sparkcast-kafka-bench",
                     conf=with_spark_jars({"spark.sql.shuffle.partitions": "2"}))
+    began = time.monotonic()
     with KafkaBroker(heap="1g") as broker, tempfile.TemporaryDirectory() as scratch:
-        if args.rate:
-            MODES[args.mode]["latency"]["rate"] = args.rate
-        if args.latency_only:
-            print(json.dumps(latency(spark, broker, MODES[args.mode], Path(scratch))))
-            spark.stop()
-            return
-        print("throughput", flush=True)
-        rates = throughput(spark, broker, MODES[args.mode], Path(scratch))
+        rates = {}
+        if not args.latency_only:
+            print("throughput", flush=True)
+            rates = throughput(spark, broker, mode, Path(scratch))
         print("latency", flush=True)
-        lat = latency(spark, broker, MODES[args.mode], Path(scratch))
-    text = table(args.mode, rates, lat)
+        runs = latency(spark, broker, mode, Path(scratch))
+    text = table(args.mode, rates, runs)
     print(text)
-    if args.write:
+    print(f"\n({time.monotonic() - began:.0f} s)")
+    if args.write and not args.latency_only:
         write_doc(text)
     spark.stop()
 

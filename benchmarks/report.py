@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -330,6 +331,42 @@ METHOD = """\
   peak resident memory of the process tree (driver, JVM, Python workers) sampled every 0.25 s
   from /proc, in a fresh Spark session. PyFlink: the same entries from a JVM CSV source,
   parallelism 8, the client's process tree (mini cluster + workers).
+- **Kafka in and out** (`benchmarks/kafka.py`, `make bench-kafka`; its section below is written
+  by `kafka.py --write` and kept when a full run rewrites this page): a throwaway broker (one
+  KRaft node, `sparkcast.testing.kafka`) and one Spark session (`local[2]`,
+  `spark.sql.shuffle.partitions=2`); every topic is read by Spark's Kafka source with
+  `kafka.fetch.max.wait.ms=50`. *Throughput*: W1 over a 4-partition events topic and a
+  dimension topic, `availableNow` in fixed batches; the hand-written job (`foreachBatch` that
+  re-reads the dimension topic into a broadcast variable, `mapInPandas`, Spark's Kafka sink),
+  sparkcast's `process_batch` through Spark's sink (a user's sink), and through `sinks.kafka`;
+  forward then backward, best run of each. *Kafka latency*: each job runs alone, at each rate
+  (5,000 and 20,000 events/s), on topics of its own: events `{"key": k}` (10,000 keys) appended
+  to a 4-partition topic by a producer in a process of its own (confluent-kafka, not sharing
+  the driver's GIL), a version record on a 1-partition topic every 2 s, both topics stamped
+  by the broker (`LogAppendTime`), so "produced" is the moment a record is in the log. Every
+  decision carries the latest version its job knew and its event's append time; a reader in
+  another process reads the decisions topic `read_committed` (Spark's sink writes no
+  transactions, so for the hand-written job that reader sees each record when a plain one
+  would). *Update latency*: a version's append time → the first read of a decision carrying
+  it or a later version; *event latency*: an event's append time → the read of its decision;
+  p50/p99 over the measured window, which opens once one micro-batch reads under 2 s of
+  events (the backlog of the job's start worked off, or the catch-up time spent) and holds one
+  update per interval; the run then goes on, events still flowing, until every update and
+  every event of the window has been decided (or a time limit); an event or update never
+  read counts as slower than all. *Kept up*: the window's micro-batches decided events at ≥ 95%
+  of the rate they were appended at (the events read by each batch after the first, over the
+  time from the first's end to the last's: each batch reads what the topic holds when it
+  starts, so only a job whose batches grow falls short), and at most 5 s of events were unread
+  at the window's end (lag: the topic's end offsets minus the last completed micro-batch's).
+  The jobs: **hand-written**, a stream-static join of
+  the events with the versions topic (a batch read that Spark plans again in every
+  micro-batch, reduced to its latest version), Spark's Kafka sink, default trigger, no keyed
+  state, no Python; **sparkcast keyed**, `KeyedDecision` (`benchmarks/spark_systems.py`: a
+  count per key in a `ValueState`, the version in broadcast state), the versions topic
+  broadcast, `write_stream` into `sinks.kafka` (exactly once, two subtasks, keyed by key),
+  default trigger; **sparkcast keyed + timer per key**, the same with
+  `KeyedDecisionTimer`: each event registers a processing-time timer on the whole second
+  1–2 s ahead (one or two per key), whose `on_timer` does nothing.
 """
 
 
@@ -338,7 +375,19 @@ def write(results: dict) -> None:
     made = plots(results)
     if results.get("scale"):
         made += scale.plots(results["scale"], IMG)
-    (DOCS / "benchmarks.md").write_text(render(results, made))
+    doc = DOCS / "benchmarks.md"
+    doc.write_text(render(results, made) + kept_sections(doc.read_text() if doc.exists() else ""))
+
+
+#: sections another script writes into docs/benchmarks.md (``benchmarks/kafka.py --write``,
+#: between ``<!-- kafka:begin -->`` and ``<!-- kafka:end -->``): a full run keeps them
+KEPT = re.compile(r"(?:^## [^\n]*\n\n)?<!-- (\w+):begin -->.*?<!-- \1:end -->\n?",
+                  re.S | re.M)
+
+
+def kept_sections(doc: str) -> str:
+    """The sections of ``doc`` that other scripts wrote, each with its heading."""
+    return "".join("\n" + match.group(0) for match in KEPT.finditer(doc))
 
 
 def render(results: dict, made: list[str] | None = None) -> str:

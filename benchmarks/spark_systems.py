@@ -179,6 +179,31 @@ class KeyedVersioned(KeyedBroadcastProcessFunction):
         Versioned.process_broadcast_element(self, value, ctx)
 
 
+class KeyedDecision(KeyedVersioned):
+    """The Kafka latency run's keyed job: ``KeyedVersioned`` whose outputs also carry their
+    event's ``event_ms`` (its append time on the events topic), so a reader of the decisions
+    can tell each event's latency as well as each version's."""
+
+    def process_element(self, value, ctx):
+        for key, count, version, written in KeyedVersioned.process_element(self, value, ctx):
+            yield key, count, version, written, value.event_ms
+
+
+class KeyedDecisionTimer(KeyedDecision):
+    """``KeyedDecision`` with a processing-time timer per key: each event registers one 1–2 s
+    ahead, on the whole second (so a key holds one or two timers, as Flink's coalesced timers);
+    a timer that fires does nothing. What the timers' bookkeeping costs, alone."""
+
+    def process_element(self, value, ctx):
+        timers = ctx.timer_service()
+        timers.register_processing_time_timer((timers.current_processing_time() // 1000 + 2)
+                                              * 1000)
+        yield from KeyedDecision.process_element(self, value, ctx)
+
+    def on_timer(self, timestamp, ctx):
+        return None
+
+
 SESSION = MapStateDescriptor("session", str, tuple)
 
 

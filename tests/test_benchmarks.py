@@ -127,3 +127,142 @@ def test_w3_is_compared_with_pyflink_on_the_same_run(bench):
     assert _rows(bench["report"], w3(180_000.0, 3_000.0))[target] == ("60.0x", "met")
     assert _rows(bench["report"], w3(90_000.0, 3_000.0))[target] == ("30.0x", "missed")
     assert _rows(bench["report"], {"throughput": {}})[target] == ("—", "—")
+
+
+# ---- the Kafka latency run: what its reader counts, and the table it makes
+
+QUICK = {"keys": 10_000, "latency": {"rates": [5_000, 20_000], "updates": 5, "interval": 2.0,
+                                     "warmup": 5.0, "catch_up": 15.0, "drain": 10.0}}
+
+
+@pytest.fixture
+def kafka_bench(bench) -> Iterator[tuple[ModuleType, ModuleType]]:
+    """The latency run's measuring and judging (``kafka_latency``), its reader
+    (``kafka_clients``)."""
+    import kafka_clients
+    import kafka_latency
+
+    yield kafka_latency, kafka_clients
+
+
+def test_the_reader_counts_a_later_version_as_reflecting_the_earlier_ones(kafka_bench):
+    _, clients = kafka_bench
+    decisions = clients.Decisions()
+    assert decisions.note([{"version": 0, "event_ms": 900.0}], 1_000.0) == [0]
+    assert decisions.note([{"version": 2, "event_ms": 1_500.0},
+                           {"version": 1, "event_ms": 1_400.0}], 2_000.0) == [1, 2]
+    assert decisions.note([{"version": 2, "event_ms": 1_900.0}], 2_100.0) == []
+    assert decisions.seen == {0: 1_000.0, 1: 2_000.0, 2: 2_000.0}
+
+
+def test_an_event_never_decided_is_slower_than_every_decided_one(kafka_bench):
+    _, clients = kafka_bench
+    decisions = clients.Decisions()
+    decisions.note([{"version": 0, "event_ms": float(ms)} for ms in range(1_000, 1_100)],
+                   1_200.0)
+    decisions.note([{"version": 0, "event_ms": 5.0}], 1_250.0)  # before the window
+    window = decisions.summary(1_000.0, 2_000.0, produced=100)
+    assert window["read"] == 101  # every decision read in the window, whatever its event
+    # latencies 101..200 ms: ranks 50 and 98 of 100
+    assert (window["events_decided"], window["event_p50_ms"], window["event_p99_ms"]) == (
+        100, 151.0, 199.0)
+    window = decisions.summary(1_000.0, 2_000.0, produced=150)  # 50 never decided
+    assert window["event_p50_ms"] == 175.0 and window["event_p99_ms"] is None
+
+
+def _progress(kafka: ModuleType, start: dict | None, end: dict, batch: int = 0,
+              began: str = "2026-11-28T10:00:00.000Z", took: int = 0) -> object:
+    class Source:
+        startOffset = None if start is None else kafka.json.dumps({"ev": start})
+        endOffset = kafka.json.dumps({"ev": end})
+
+    class Progress:
+        sources = [Source()]
+        batchId, timestamp, durationMs = batch, began, {"triggerExecution": took}
+
+    return Progress()
+
+
+def test_the_decision_rate_runs_from_the_first_batch_that_ended_in_the_window_to_the_last(
+        kafka_bench):
+    kafka, _ = kafka_bench
+    progress = [_progress(kafka, {"0": 0}, {"0": 9_000}, 4, "2026-11-28T10:00:00.000Z", 3_000),
+                _progress(kafka, {"0": 9_000}, {"0": 12_000}, 5, "2026-11-28T10:00:03.000Z",
+                          1_000),
+                _progress(kafka, {"0": 12_000}, {"0": 12_000}, 6, "2026-11-28T10:00:04.000Z",
+                          100),  # no input: not counted
+                _progress(kafka, {"0": 12_000}, {"0": 17_000}, 7, "2026-11-28T10:00:04.100Z",
+                          900)]
+    # batches 5 and 7 read 8,000 events between batch 4's end (10:00:03) and 7's (10:00:05)
+    assert kafka._decided_per_s(progress, "ev", 4, 7) == 4_000.0
+    assert kafka._decided_per_s(progress, "ev", 7, 7) is None  # one batch: no rate
+
+
+def test_the_lag_is_what_the_last_completed_batch_left_in_the_topic(kafka_bench):
+    kafka, _ = kafka_bench
+    progress = _progress(kafka, {"0": 10, "1": 20}, {"0": 110, "1": 70})
+    done = kafka._offsets(progress, "ev", "endOffset")
+    assert done == {0: 110, 1: 70}
+    assert kafka._offsets(progress, "other", "endOffset") == {}
+    assert kafka.Mark(0.0, {0: 150, 1: 70, 2: 5}, done, 3).lag == 40 + 0 + 5
+
+
+def _run(kafka: ModuleType, job: str, rate: int, update_p99: float | None,
+         kept_up: bool = True) -> dict:
+    return {"job": job, "rate": rate, "updates": 5, "seen": 5, "kept_up": kept_up,
+            "update_p50_ms": 500.0, "update_p99_ms": update_p99, "event_p50_ms": 400.0,
+            "event_p99_ms": 800.0, "decided_per_s": 4_990.0, "produced_per_s": rate * 1.0,
+            "lag_start_s": 0.4, "lag_end_s": 0.6, "batch_ms": {"triggerExecution": 350.0},
+            "failed": None}
+
+
+def test_each_sparkcast_job_is_judged_beside_the_hand_written_one_at_its_rate(kafka_bench):
+    kafka, _ = kafka_bench
+    peer, keyed, timer = kafka.LATENCY_JOBS
+    runs = [_run(kafka, peer, 5_000, 1_300.0), _run(kafka, keyed, 5_000, 900.0),
+            _run(kafka, timer, 5_000, 2_600.0, kept_up=False),
+            _run(kafka, keyed, 20_000, 1_200.0)]  # no peer at this rate
+    rows = {target: (measured, verdict) for target, measured, verdict
+            in kafka.latency_targets(runs)}
+    assert rows[f"{keyed} at 5,000 events/s: update p99 ≤ the hand-written job's"] == (
+        "900 ms vs 1,300 ms", "met")
+    assert rows[f"{keyed} at 5,000 events/s: update p99 < 1 s (target)"][1] == "met"
+    assert rows[f"{timer} at 5,000 events/s: keeps up"][1] == "missed"
+    assert rows[f"{timer} at 5,000 events/s: update p99 ≤ the hand-written job's"][1] == (
+        "missed")
+    assert rows[f"{keyed} at 20,000 events/s: update p99 ≤ the hand-written job's"][1] == "—"
+    assert rows[f"{keyed} at 20,000 events/s: update p99 < 1 s (aim)"][1] == "missed"
+    text = "\n".join(kafka.latency_table(QUICK, runs))
+    assert f"| 5,000 | {timer} | **no** | 4,990 ÷ 5,000 | 0.4 → 0.6 s | 500 ms (1.0x) | " \
+           "2,600 ms (2.0x) | 400 ms (1.0x) | 800 ms (1.0x) | 350 ms |" in text
+
+
+def test_an_update_never_seen_leaves_the_p99_unknown_and_the_target_missed(kafka_bench):
+    kafka, _ = kafka_bench
+    peer, keyed, _ = kafka.LATENCY_JOBS
+    runs = [_run(kafka, peer, 5_000, 1_300.0), _run(kafka, keyed, 5_000, None)]
+    rows = {target: (measured, verdict) for target, measured, verdict
+            in kafka.latency_targets(runs)}
+    assert rows[f"{keyed} at 5,000 events/s: update p99 ≤ the hand-written job's"] == (
+        "— vs 1,300 ms", "missed")
+
+
+def test_a_full_run_keeps_the_section_the_kafka_benchmark_wrote(bench):
+    import kafka
+
+    old = (f"# Benchmarks\n\nold figures\n\n{kafka.HEADING}\n\n{kafka.BEGIN}\n| a | b |\n"
+           f"{kafka.END}\n")
+    assert bench["report"].kept_sections(old) == (
+        f"\n{kafka.HEADING}\n\n{kafka.BEGIN}\n| a | b |\n{kafka.END}\n")
+    assert bench["report"].kept_sections("# Benchmarks\n\nno section\n") == ""
+
+
+def test_a_job_that_failed_keeps_its_row_and_misses_its_targets(kafka_bench):
+    kafka, _ = kafka_bench
+    peer, _, timer = kafka.LATENCY_JOBS
+    runs = [_run(kafka, peer, 5_000, 1_300.0),
+            {"job": timer, "rate": 5_000, "failed": "StreamingQueryException: boom"}]
+    assert kafka.latency_targets(runs) == [
+        (f"{timer} at 5,000 events/s: runs", "failed: StreamingQueryException: boom", "missed")]
+    assert (f"| 5,000 | {timer} | failed: StreamingQueryException: boom |"
+            in "\n".join(kafka.latency_table(QUICK, runs)))
