@@ -15,10 +15,17 @@ the sinks (``batch_outputs.py``). What it does first is the same for all of them
   persisted while the consumer runs, so the main rows are read (and counted) once;
 * on the operator engine and the micro-batch engine in place, the query's input is the tagged
   frame itself, handed over as it is.
+
+A micro-batch interrupted by ``query.stop()`` ends in a short error that says so
+(:class:`Interrupted`). Spark tells a stop from a failure by matching the Python error's text
+against its ``StreamExecution.PROXY_ERROR`` pattern, which recurses once per character: the
+interrupted Spark job's own error, a Python traceback over a Java stack trace, overflowed the
+stream thread's stack (``java.lang.StackOverflowError`` and pages of trace on every stop).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +42,16 @@ from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.planning.shapes import batch_outputs
 from sparkcast.spark.state import checkpoint_files, keyed_store, storage
+
+#: what Spark's ``StreamExecution.isInterruptionException`` takes for a stop: a Py4J error
+#: whose text names one of these (``IO_EXCEPTION_NAMES``)
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                 "java.nio.channels.ClosedByInterruptException")
+_INTERRUPTED = re.compile("|".join(re.escape(name) for name in INTERRUPTIONS))
+
+
+class Interrupted(RuntimeError):
+    """A micro-batch interrupted by ``query.stop()``, in a few words Spark reads as a stop."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,17 @@ class BatchDriver:
         self.outputs = batch_outputs(plan, checkpoint_location)
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        try:
+            self._consume(frame, batch_id)
+        except Exception as error:  # noqa: BLE001 - only an interruption is rewritten
+            found = _INTERRUPTED.search(str(error))
+            if found is None:
+                raise
+            raise Interrupted(f"py4j.protocol.Py4JJavaError: An error occurred while calling "
+                              f"micro-batch {batch_id}: {found.group(0)} (the query was "
+                              "stopped)") from None
+
+    def _consume(self, frame: DataFrame, batch_id: int) -> None:
         if self.consumer.committed(batch_id):
             return
         if self.outputs is None:
