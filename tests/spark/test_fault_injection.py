@@ -81,7 +81,7 @@ def _start(base: Path, log: Path, path: str) -> subprocess.Popen:
 
 
 def _kill_when(process: subprocess.Popen, base: Path, moment: Moment,
-               timeout: float = 90) -> str:
+               timeout: float = 300) -> str:
     """SIGKILL the process group once ``moment`` holds (then after its delay), and say where the
     kill landed: ``LANDED`` only if the moment still holds once the process is dead (the
     checkpoint cannot move any more, so it shows the moment the kill hit)."""
