@@ -17,6 +17,7 @@ class of the package is defined and importable here, the applications' too:
     │                                         define, called without being defined
     ├── MissingDependencyError (ModuleNotFoundError)  an optional package is not installed; the
     │                                         message names the extra to install
+    ├── MicroBatchInterrupted (RuntimeError)  a micro-batch interrupted by ``query.stop()``
     ├── JavaNotFoundError (RuntimeError)      no Java that Spark runs on; the message says how
     ├── UnsupportedSparkError (RuntimeError)  a PySpark outside the tested range; names the range
     ├── DatabaseError (RuntimeError)          a database (PostgreSQL) that cannot be started,
@@ -92,6 +93,11 @@ class UndefinedMethodError(SparkcastError, NotImplementedError):
 class MissingDependencyError(SparkcastError, ModuleNotFoundError):
     """An optional dependency is not installed (PySpark for ``sparkcast.spark``,
     ``prometheus_client`` for the metrics endpoint); the message names the extra to install."""
+
+
+class MicroBatchInterrupted(SparkcastError, RuntimeError):
+    """A micro-batch interrupted by ``query.stop()``, said in few words: Spark reads it as a
+    stop (``spark/outputs/batch_driver.py``)."""
 
 
 class JavaNotFoundError(SparkcastError, RuntimeError):

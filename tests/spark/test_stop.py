@@ -1,5 +1,5 @@
 """``query.stop()`` during a micro-batch of a ``foreachBatch`` query of ours: the interrupted
-batch ends in a short error Spark reads as a stop (``batch_driver.Interrupted``). Spark matches
+batch ends in a short error Spark reads as a stop (``errors.MicroBatchInterrupted``). Spark matches
 the Python error's text against its ``StreamExecution.PROXY_ERROR`` pattern, which recurses once
 per character: the interrupted job's own error (a Python traceback over a Java stack trace)
 overflowed the stream thread's stack on every stop. The errors here are real Py4J errors."""
@@ -11,7 +11,8 @@ import re
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from sparkcast.spark.outputs.batch_driver import BatchDriver, Interrupted
+from sparkcast.errors import MicroBatchInterrupted
+from sparkcast.spark.outputs.batch_driver import BatchDriver
 from tests.spark.test_stateless import FACTORS, OUTPUT, Scale
 
 pytestmark = pytest.mark.spark
@@ -56,7 +57,7 @@ def test_an_interrupted_batch_ends_in_a_short_error_spark_reads_as_a_stop(spark,
         _interrupted_jvm_call(spark)
     assert "java.lang.InterruptedException" in str(original.value)
     driver = _driver(spark, tmp_path, lambda: _interrupted_jvm_call(spark))
-    with pytest.raises(Interrupted) as stopped:
+    with pytest.raises(MicroBatchInterrupted) as stopped:
         driver(spark.range(1).toDF("x"), 7)
     text = str(stopped.value)
     assert PROXY_ERROR.search(text) and "micro-batch 7" in text
@@ -70,4 +71,4 @@ def test_any_other_error_of_a_batch_is_raised_as_it_is(spark, tmp_path):
 
     with pytest.raises(Exception, match="not a number") as failed:
         _driver(spark, tmp_path, fail)(spark.range(1).toDF("x"), 0)
-    assert not isinstance(failed.value, Interrupted)
+    assert not isinstance(failed.value, MicroBatchInterrupted)

@@ -17,10 +17,11 @@ the sinks (``batch_outputs.py``). What it does first is the same for all of them
   frame itself, handed over as it is.
 
 A micro-batch interrupted by ``query.stop()`` ends in a short error that says so
-(:class:`Interrupted`). Spark tells a stop from a failure by matching the Python error's text
-against its ``StreamExecution.PROXY_ERROR`` pattern, which recurses once per character: the
-interrupted Spark job's own error, a Python traceback over a Java stack trace, overflowed the
-stream thread's stack (``java.lang.StackOverflowError`` and pages of trace on every stop).
+(``errors.MicroBatchInterrupted``). Spark tells a stop from a failure by matching the Python
+error's text against its ``StreamExecution.PROXY_ERROR`` pattern, which recurses once per
+character: the interrupted Spark job's own error, a Python traceback over a Java stack trace,
+overflowed the stream thread's stack (``java.lang.StackOverflowError`` and pages of trace on
+every stop).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.errors import IncompatibleCheckpointError, MicroBatchInterrupted
 from sparkcast.spark.execution.batch_sides import query_of, side_partitions
 from sparkcast.spark.execution.streamed import MicroBatchOutputs
 from sparkcast.spark.layout import BROADCAST_SIDE
@@ -48,10 +49,6 @@ from sparkcast.spark.state import checkpoint_files, keyed_store, storage
 INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
                  "java.nio.channels.ClosedByInterruptException")
 _INTERRUPTED = re.compile("|".join(re.escape(name) for name in INTERRUPTIONS))
-
-
-class Interrupted(RuntimeError):
-    """A micro-batch interrupted by ``query.stop()``, in a few words Spark reads as a stop."""
 
 
 @dataclass(frozen=True)
@@ -93,9 +90,9 @@ class BatchDriver:
             found = _INTERRUPTED.search(str(error))
             if found is None:
                 raise
-            raise Interrupted(f"py4j.protocol.Py4JJavaError: An error occurred while calling "
-                              f"micro-batch {batch_id}: {found.group(0)} (the query was "
-                              "stopped)") from None
+            raise MicroBatchInterrupted(
+                f"py4j.protocol.Py4JJavaError: An error occurred while calling micro-batch "
+                f"{batch_id}: {found.group(0)} (the query was stopped)") from None
 
     def _consume(self, frame: DataFrame, batch_id: int) -> None:
         if self.consumer.committed(batch_id):
