@@ -153,10 +153,12 @@ class StaticSide:
     #: (``apply_to_keyed_state``): each subtask then applies them to its own keys
     elements: tuple[BroadcastElement, ...] = ()
 
-    @property
-    def digest(self) -> str:
-        """Names the state in a worker's engine cache (what an engine is bound to)."""
-        return "static:" + hashlib.sha256(self.state).hexdigest()
+    #: names the state in a worker's engine cache (what an engine is bound to); hashed once,
+    #: where the side is made, not at every task's binding
+    digest: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", "static:" + hashlib.sha256(self.state).hexdigest())
 
     @property
     def emits(self) -> bool:

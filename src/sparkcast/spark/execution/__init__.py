@@ -1,6 +1,8 @@
-"""Running the engine core in Spark: the operator engine's processor, the micro-batch engine's
-work per micro-batch and its runners (in place and bound to a snapshot, by subtask over the keyed
-store), the processing-time clock's no-op operator, and what they share (one engine factory,
+"""Running the engine core in Spark: the one subtask runner every engine and shape calls
+(``subtask.py``), the operator engine's processor, the micro-batch engine's work per
+micro-batch and its runners (in place and bound to a snapshot, by subtask over the keyed
+store), a static broadcast side applied once (``static_side.py``), the processing-time clock's
+no-op operator, and what they share (one engine factory,
 where rows go (``routing.py``: a key's subtask, one row per subtask), the order a subtask runs
 them in (``ordering.py``: source order), input values, output
 encoding, metrics rows, dead letters). A Python worker imports only the modules of what it
