@@ -2,7 +2,8 @@
 broadcast side: main rows, and a co-function's second input, repartitioned by subtask into the
 per-subtask keyed store; event-time timers fired by the clock without more input). The same
 programs as test_keyed_functions.py (which runs them on the operator), fed one file per
-micro-batch, against the harness across a restart, and against the operator's timer rows."""
+micro-batch, against the harness across a restart, and against the operator's timer rows; and
+the processing-time clock, which reads a streamed broadcast side where there is one."""
 
 from __future__ import annotations
 
@@ -15,7 +16,13 @@ from typing import Any
 import pytest
 
 from examples import inactivity_alert, keyed_enrichment
-from sparkcast import KeyedProcessFunction, ValueStateDescriptor
+from sparkcast import (
+    KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
+    MapStateDescriptor,
+    Types,
+    ValueStateDescriptor,
+)
 from sparkcast.spark import Stream, read_output, read_state
 from tests.spark.differential import read_stream, with_watermark, write_batch_file
 from tests.spark.test_keyed_functions import (
@@ -124,6 +131,58 @@ def test_processing_time_timers_fire_without_more_input(spark, tmp_path):
     assert fired == {("k0", 2), ("k1", 2), ("k2", 2), ("k3", 1), ("k4", 1), ("k5", 1)}
     empty = [p for p in query.recentProgress if p["numInputRows"] == 0]
     assert empty  # the timers fired in micro-batches without input
+
+
+class LaterRule(KeyedBroadcastProcessFunction):
+    """``Later`` with a broadcast rule: the timer reports the count and the rule it saw."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", int))
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        if self.seen.value() is None:
+            timers = ctx.timer_service()
+            timers.register_processing_time_timer(timers.current_processing_time() + 1_000)
+        self.seen.update((self.seen.value() or 0) + 1)
+        return ()
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULE).put("rule", value[0])
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Any:
+        yield ctx.get_current_key(), self.seen.value(), ctx.get_broadcast_state(RULE).get("rule")
+
+
+RULE = MapStateDescriptor("rule", Types.STRING(), Types.STRING())
+
+
+def test_the_processing_time_clock_reads_the_broadcast_side_not_the_main_rows_again(
+        spark, tmp_path):
+    """With a streamed broadcast side the processing-time clock runs over it: the timers still
+    fire in micro-batches without input, and each main row is read (and counted in Spark's
+    ``numInputRows``) once; the one rule row is read by the broadcast side's collect, the
+    batch's write and the clock. Over the main stream the clock read every main row twice."""
+    events = [{"k": f"k{i % 6}", "ts": i} for i in range(9)]
+    write_batch_file(tmp_path / "in", 0, events)
+    write_batch_file(tmp_path / "rules", 0, [{"name": "strict"}])
+    rules = Stream(read_stream(spark, "name string", tmp_path / "rules")).broadcast(RULE)
+    result = Stream(read_stream(spark, "k string, ts long", tmp_path / "in")).key_by(
+        "k").connect(rules).process(LaterRule(), "k string, seen long, rule string",
+                                    parallelism=2)
+    assert result.explain().engine == "micro_batch"
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
+                                trigger={"processingTime": "1 second"})
+    fired: set = set()
+    deadline = time.time() + 180
+    while len(fired) < 6 and time.time() < deadline and query.exception() is None:
+        time.sleep(2)
+        if (tmp_path / "out" / "_output=main").exists():
+            fired = {tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect()}
+    query.stop()
+    assert fired == {(f"k{i}", 2 if i < 3 else 1, "strict") for i in range(6)}
+    assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [
+        len(events) + 3]
+    assert [p for p in query.recentProgress if p["numInputRows"] == 0]
 
 
 def test_a_malformed_line_of_the_second_input_is_a_dead_letter(spark, tmp_path):

@@ -222,6 +222,43 @@ def _progress_records(out, count):
         time.sleep(0.2)
 
 
+def test_a_batch_whose_broadcast_source_brought_nothing_runs_no_job_for_it(spark, tmp_path):
+    """A quiet broadcast side costs no Spark job: the micro-batch that brings factors reads
+    them with one job over the broadcast partitions alone; the next run's micro-batch, with new
+    events and no new factors file, runs none for them, and still scales by the factors the
+    first one brought (the snapshot)."""
+    def process():  # no malformed-row capture: its batches are read the slower safe way
+        events = read_stream(spark, "id long, user string, amount double", tmp_path / "events")
+        factors = read_stream(spark, FACTOR_SCHEMA, tmp_path / "factors")
+        return Stream(events).connect(Stream(factors).broadcast(FACTORS)).process(
+            Scale(), OUTPUT, parallelism=PARALLELISM, side_outputs=[BIG])
+
+    write_batch_file(tmp_path / "events", 0, EVENTS[0])
+    write_batch_file(tmp_path / "factors", 0, FACTOR_BATCHES[0])
+    loud = _run(process(), tmp_path)
+    write_batch_file(tmp_path / "events", 2, EVENTS[2])
+    quiet = _run(process(), tmp_path)
+    assert _broadcast_reads(spark, loud) == 1
+    assert _broadcast_reads(spark, quiet) == 0
+    h = BroadcastHarness(Scale(), broadcast_descriptors=[FACTORS], output_schema=OUTPUT,
+                         side_outputs=[BIG])
+    h.open()
+    h.process_micro_batch(EVENTS[0], FACTOR_BATCHES[0])
+    h.process_micro_batch(EVENTS[2], [])
+    main, _, _ = _read(spark, tmp_path)
+    assert main == Counter(_rows(h.output()))
+
+
+def _broadcast_reads(spark, query) -> int:
+    """How many jobs of the query's run read broadcast rows: the jobs named so in their
+    description (``execution/phases.py``), from the driver's status store."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    run, named = str(query.runId), "sparkcast: broadcast rows"
+    found = [jobs.apply(i) for i in range(jobs.size())]
+    return sum(1 for job in found if job.jobGroup().isDefined() and job.jobGroup().get() == run
+               and job.description().isDefined() and named in job.description().get())
+
+
 @pytest.mark.parametrize("function", [Announce(), ScaleBatch()], ids=["element", "batch"])
 def test_outputs_equal_the_harness_across_a_restart_without_shuffle_or_state(
         spark, tmp_path, caplog, function):

@@ -23,8 +23,8 @@ from sparkcast.spark.execution.partitioned import PartitionedRunner
 from sparkcast.spark.execution.streamed import streamed_runner
 from sparkcast.spark.execution.subtask import Clocks
 from sparkcast.spark.execution.task_writer import TaskWriter
-from sparkcast.spark.outputs.operators import operator_processor, stateless_runner
 from sparkcast.spark.outputs.task_files import file_layout
+from sparkcast.spark.planning.frames import operator_processor, stateless_runner
 from tests.spark.kinds import kind_of
 from tests.spark.worker_function import RULES, Count, Enrich
 
@@ -99,6 +99,7 @@ def test_the_streamed_paths_worker_imports_the_runner_and_snapshots(spark, tmp_p
     modules = _imported_by_a_worker(streamed_runner(result.plan, None), tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.phases",
         "sparkcast.spark.state.snapshots"}
     assert "sparkcast.spark.execution.processor" not in modules
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
@@ -118,6 +119,7 @@ def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spa
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.partitioned", "sparkcast.spark.execution.routing",
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.phases",
         "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
         "sparkcast.spark.state.store_backend"}
     assert "sparkcast.spark.execution.processor" not in modules
@@ -137,5 +139,6 @@ def test_the_streamed_paths_task_writer_imports_the_runner_and_the_writer(spark,
     modules = _imported_by_a_worker(writer, tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.phases",
         "sparkcast.spark.state.snapshots", "sparkcast.spark.execution.task_writer"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]

@@ -39,7 +39,6 @@ from sparkcast.spark.launch.workers import check_workers
 from sparkcast.spark.observe.observation import next_name, observed
 from sparkcast.spark.observe.prometheus import serve_metrics
 from sparkcast.spark.outputs.batch_outputs import start as start_batches
-from sparkcast.spark.outputs.operators import tagged_output
 from sparkcast.spark.outputs.sinks import start_sink
 from sparkcast.spark.outputs.targets import start as start_sinks
 from sparkcast.spark.outputs.typed import dead_letter_rows, main_rows, side_rows
@@ -48,6 +47,7 @@ from sparkcast.spark.planning.bootstrap import attach_initial_state
 from sparkcast.spark.planning.checks import prepare
 from sparkcast.spark.planning.choice import Choice
 from sparkcast.spark.planning.explain import Explanation, explanation
+from sparkcast.spark.planning.frames import tagged_output
 from sparkcast.spark.planning.paths import dataframe_choice, query_choice
 from sparkcast.spark.planning.planner import build_keyed_plan, build_plan, parse_schema
 
@@ -260,8 +260,6 @@ class ProcessResult:
     def tagged(self) -> DataFrame:
         """The operator's raw output: ``_tag``, ``_ts``, ``_payload`` and the main fields."""
         if self._tagged is None:
-            if self.plan.per_batch_driver:
-                dataframe_choice(self.plan)  # engine="micro_batch" cannot serve: the reason
             tagged = tagged_output(self.plan)
             if tagged.isStreaming:
                 if self.observation is None:  # a frame rebuilt for a new side output keeps it

@@ -47,6 +47,7 @@ from sparkcast.spark.execution.engines import (
     plan_engine,
     writable_in_memory,
 )
+from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.execution.stateless import StatelessRunner
 from sparkcast.spark.execution.static_side import static_tables
 from sparkcast.spark.execution.values import collect_elements, collect_partitions
@@ -133,10 +134,11 @@ class MicroBatchOutputs:
         if not self.broadcast:
             return []
         frame = batch.filter(F.col(SIDE) == BROADCAST_SIDE).select(*self.broadcast_columns)
-        if partitions is None:
-            return collect_elements(frame, self.plan.broadcast_fields)
-        rows = collect_partitions(frame, partitions) if partitions else []
-        return collect_elements(frame, self.plan.broadcast_fields, rows)
+        with phase(self.plan.spark, "broadcast rows"):
+            if partitions is None:
+                return collect_elements(frame, self.plan.broadcast_fields)
+            rows = collect_partitions(frame, partitions) if partitions else []
+            return collect_elements(frame, self.plan.broadcast_fields, rows)
 
     def _broadcast_outputs(self, outputs: list[list[OutputRecord]]) -> list[pa.Table]:
         """What ``process_broadcast_element`` emitted, as every subtask of the operator engine

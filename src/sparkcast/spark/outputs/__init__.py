@@ -1,5 +1,5 @@
-"""What a plan produces and where it goes: the tagged output frame of each engine
-(``operators.py``), the one ``foreachBatch`` driver (``batch_driver.py``) and its consumers
+"""Where a plan's outputs go (the tagged frame of each engine is built in
+``planning/frames.py``): the one ``foreachBatch`` driver (``batch_driver.py``) and its consumers
 (``file_writer.py`` for ``write_stream(path)``, ``batch_outputs.py`` for ``foreach_batch`` and
 the sinks of ``targets.py``, which skip an output the batch's counts show empty; Kafka's
 transactions in ``kafka.py``, its marker topics in ``kafka_markers.py``), the typed outputs

@@ -27,7 +27,7 @@ every stop).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -36,13 +36,12 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from sparkcast.errors import IncompatibleCheckpointError, MicroBatchInterrupted
+from sparkcast.errors import MicroBatchInterrupted
 from sparkcast.spark.execution.batch_sides import query_of, side_partitions
 from sparkcast.spark.execution.streamed import MicroBatchOutputs
 from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.plan import RuntimePlan
-from sparkcast.spark.planning.shapes import batch_outputs
-from sparkcast.spark.state import checkpoint_files, keyed_store, storage
+from sparkcast.spark.planning.shapes import batch_outputs, input_writer, refuse_other_state
 
 #: what Spark's ``StreamExecution.isInterruptionException`` takes for a stop: a Py4J error
 #: whose text names one of these (``IO_EXCEPTION_NAMES``)
@@ -121,28 +120,20 @@ class BatchDriver:
             frame.unpersist()
 
 
-def start(plan: RuntimePlan, tagged: DataFrame | None, consumer: BatchConsumer,
+def start(plan: RuntimePlan, tagged: Callable[[], DataFrame], consumer: BatchConsumer,
           checkpoint_location: str, trigger: dict[str, Any] | None,
           query_name: str | None) -> StreamingQuery:
     """The one query feeding ``consumer`` every micro-batch: over the union of the inputs where
-    the driver works per micro-batch, else over ``tagged``, the plan's tagged frame."""
+    the driver works per micro-batch (``shapes.batch_outputs``), else over ``tagged()``, the
+    plan's tagged frame."""
     driver = BatchDriver(plan, checkpoint_location, consumer)
     if driver.outputs is not None:
         refuse_other_state(plan, checkpoint_location)
-        writer = input_stream(plan)
+        writer = input_writer(plan)
     else:
-        assert tagged is not None
-        writer = tagged.writeStream
+        writer = tagged().writeStream
     return start_query(writer.foreachBatch(driver)
                        .option("checkpointLocation", checkpoint_location), trigger, query_name)
-
-
-def input_stream(plan: RuntimePlan) -> DataStreamWriter:
-    """The writer of the one query over the plan's input: in ``update`` mode when the input
-    holds the clock of timers (``tagging.clock``: an aggregation or a transformWithState)."""
-    assert plan.streamed_input is not None
-    writer = plan.streamed_input.writeStream
-    return writer.outputMode("update") if plan.clocked else writer
 
 
 def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
@@ -153,23 +144,3 @@ def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
     if trigger:
         stream = stream.trigger(**trigger)
     return stream.start()
-
-
-def refuse_other_state(plan: RuntimePlan, checkpoint_location: str) -> None:
-    """A checkpoint with Spark operator state was written by the operator engine (perhaps by a
-    query the user started on ``result.main``, which records no layout file; a clocked plan's
-    own clock keeps state there too, and its layout record tells the engines apart). One with
-    keyed stores kept state per subtask, which a plan without such state would drop (a plan
-    that gains it starts from empty stores, as the operator starts from empty state)."""
-    held = None
-    if not plan.clocked and checkpoint_files.holds_operator_state(checkpoint_location):
-        held = ("the checkpoint holds the stateful operator's state, this pipeline runs on "
-                "the micro-batch engine")
-    elif not plan.by_subtask and storage.is_dir(keyed_store.folder(checkpoint_location)):
-        held = ("the checkpoint keeps state per subtask (keyed state, timers or held "
-                "elements), this pipeline has none and would drop it")
-    if held:
-        raise IncompatibleCheckpointError(
-            f"this pipeline cannot restart from checkpoint {checkpoint_location}; nothing was "
-            f"run. state: {held}: start a new checkpoint, or keep the function's state. See "
-            "docs/operations.md, 'What may change between restarts'.")

@@ -25,13 +25,14 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql.streaming import StreamingQuery
 
+from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.observe.observation import next_name, observed
 from sparkcast.spark.outputs import batch_driver
 from sparkcast.spark.outputs.batch_driver import Batch
 from sparkcast.spark.outputs.file_writer import report
 from sparkcast.spark.outputs.sinks import TaggedOutputs, prepare_checkpoint
 from sparkcast.spark.outputs.typed import empty_outputs, split
-from sparkcast.spark.plan import Engine
+from sparkcast.spark.planning.shapes import state_in_frame
 
 #: ``(tagged, {output: typed frame}, batch_id, outputs known to hold no rows)``: what a
 #: consumer of the query gets per batch
@@ -49,7 +50,7 @@ class TypedFrames:
         self.consumer = consumer
         #: whether each batch's counts are observed and reported (costs one materialising job)
         self.count = count
-        self.persist = persist or plan.engine is Engine.OPERATOR
+        self.persist = persist or state_in_frame(plan)
         if outputs.observation is None:
             outputs.observation = next_name(plan.spark)
         self.observation = outputs.observation
@@ -61,7 +62,8 @@ class TypedFrames:
         with self._tagged(batch) as (tagged, counts):
             empty: frozenset[str] = frozenset()
             if counts is not None:
-                tagged.count()  # the observation's counts, reported after the consumer
+                with phase(self.plan.spark, "the pattern, its outputs counted"):
+                    tagged.count()  # the observation's counts, reported after the consumer
                 empty = empty_outputs(counts.get, self.plan)
             self.consumer(tagged, split(tagged, self.plan), batch.batch_id, empty)
 
@@ -74,8 +76,9 @@ class TypedFrames:
                 return
             tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
             try:
-                if self.plan.engine is Engine.OPERATOR:
-                    tagged.count()  # the state of this batch is committed only if it runs
+                if state_in_frame(self.plan):
+                    with phase(self.plan.spark, "the pattern"):
+                        tagged.count()  # the state of this batch is committed only if it runs
                 yield tagged, counts
             finally:
                 tagged.unpersist()
@@ -103,6 +106,5 @@ def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
     """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
     outputs = prepare_checkpoint(outputs, checkpoint_location)
     frames = TypedFrames(outputs, consumer, count, persist)
-    tagged = None if outputs.plan.per_batch_driver else outputs.tagged
-    return batch_driver.start(outputs.plan, tagged, frames, checkpoint_location, trigger,
-                              query_name)
+    return batch_driver.start(outputs.plan, lambda: outputs.tagged, frames,
+                              checkpoint_location, trigger, query_name)

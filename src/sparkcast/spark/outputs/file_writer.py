@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql.streaming import StreamingQuery
 
 from sparkcast.monitoring.progress import APPLIED_ONCE
+from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.execution.task_writer import FileLayout, Runner
 from sparkcast.spark.observe.listener import listen, log, report_streamed, warning
 from sparkcast.spark.observe.observation import observed, observed_row
@@ -64,7 +65,8 @@ class FilesWriter:
         frames: list[tuple[DataFrame, Runner | None]] = [(parts.main, parts.runner)]
         if parts.corrupt is not None:
             frames.append((parts.corrupt, None))
-        written = write_in_tasks(frames, parts.emitted, staging, self.layout)
+        with phase(self.plan.spark, "the pattern, its files written by its tasks"):
+            written = write_in_tasks(frames, parts.emitted, staging, self.layout)
         self.log.commit(batch.batch_id, staging, written.files)
         listen(self.plan.spark)
         self._report(batch, written.observed_row(), parts.applied)
@@ -74,7 +76,9 @@ class FilesWriter:
         tagged, applied = batch.outputs.tagged(batch.frame, batch.batch_id, batch.partitions)
         counts = Observation(f"sparkcast-{self.plan.pipeline_id}-{batch.batch_id}")
         frame = partitioned(observed(tagged, counts, self.plan.spark))
-        if self.log.write(batch.batch_id, frame, self.format):
+        with phase(self.plan.spark, "the pattern, its files written by Spark"):
+            written = self.log.write(batch.batch_id, frame, self.format)
+        if written:
             self._report(batch, observed_row(counts), applied)
 
     def _report(self, batch: Batch, row: dict[str, Any], applied: int) -> None:

@@ -35,12 +35,13 @@ from sparkcast.spark.outputs.files import (
     write_manifest,
 )
 from sparkcast.spark.outputs.guarded import guard_output, owner_record, remove_orphans
-from sparkcast.spark.plan import Engine, RuntimePlan
+from sparkcast.spark.plan import RuntimePlan
 from sparkcast.spark.planning.checks import query_blob_store
-from sparkcast.spark.planning.tagging import adopted_groups
+from sparkcast.spark.planning.shapes import by_shape
+from sparkcast.spark.planning.tagging import recorded_groups
 from sparkcast.spark.state import checkpoint_files
 from sparkcast.spark.state.commit_log import CommitLog, session_interval
-from sparkcast.spark.state.compatibility import check_checkpoint, read_layout
+from sparkcast.spark.state.compatibility import check_checkpoint
 
 
 class TaggedOutputs(Protocol):
@@ -60,6 +61,9 @@ def _spark_file_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str
                      trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
     """Spark's file sink over the tagged frame (the operator engine, the micro-batch engine in
     place): its ``_spark_metadata`` log commits each micro-batch's files atomically."""
+    # the batch Spark's repartition added (rescale_in_place) wrote no output
+    CommitLog(path, session_interval(outputs.plan.spark)).fill(
+        checkpoint_files.committed_batches(checkpoint_location))
     return batch_driver.start_query(
         partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
         .outputMode("append").option("path", path)
@@ -74,20 +78,8 @@ def _files_writer(outputs: TaggedOutputs, path: str, checkpoint_location: str, f
     if outputs.observation is None:  # the name its counts have in the monitoring
         outputs.observation = next_name(plan.spark)
     writer = FilesWriter(plan, path, format, outputs.observation, query_name)
-    return batch_driver.start(plan, None, writer, checkpoint_location, trigger, query_name)
-
-
-def _recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> RuntimePlan:
-    """A restart keeps the grouping keys its state was written under: Spark keeps the
-    checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
-    setting, and the keys were balanced for those (docs/state.md, "Rescale in place")."""
-    if plan.engine is not Engine.OPERATOR or not checkpoint_files.committed_batches(
-            checkpoint_location):
-        return plan
-    layout = read_layout(checkpoint_location)
-    if not layout or layout.get("parallelism") != plan.parallelism:
-        return plan
-    return adopted_groups(plan, list(layout.get("subtask_groups") or [])) or plan
+    return batch_driver.start(plan, lambda: outputs.tagged, writer, checkpoint_location,
+                              trigger, query_name)
 
 
 def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,
@@ -96,13 +88,8 @@ def start_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str, form
     plan = outputs.plan
     guard_output(plan, path, checkpoint_location)
     outputs = prepare_checkpoint(outputs, checkpoint_location)
-    plan = outputs.plan
-    if not plan.per_batch_driver:
-        # the batch Spark's repartition added (rescale_in_place) wrote no output
-        CommitLog(path, session_interval(plan.spark)).fill(
-            checkpoint_files.committed_batches(checkpoint_location))
-    write_files_manifest(plan, path, checkpoint_location)
-    start = _files_writer if plan.per_batch_driver else _spark_file_sink
+    write_files_manifest(outputs.plan, path, checkpoint_location)
+    start = by_shape(outputs.plan, tagged=_spark_file_sink, per_batch=_files_writer)
     query = start(outputs, path, checkpoint_location, format, trigger, query_name)
     log = progress_log_path(path)
     if log is not None:
@@ -114,7 +101,7 @@ def prepare_checkpoint(outputs: TaggedOutputs, checkpoint_location: str) -> Tagg
     """Refuse a checkpoint the plan cannot restart from (before anything is written); the
     outputs over the query's own copy of the plan, with the checkpoint's grouping keys and the
     query's blob store (the result's plan is never changed)."""
-    plan = _recorded_groups(outputs.plan, checkpoint_location)
+    plan = recorded_groups(outputs.plan, checkpoint_location)
     check_checkpoint(plan, checkpoint_location)
     return outputs.with_plan(replace(plan, blob_store=query_blob_store(plan, checkpoint_location)))
 

@@ -29,6 +29,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from sparkcast.errors import PipelineError, SinkError
+from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.layout import MAIN, TAG
 from sparkcast.spark.outputs import batch_outputs
 from sparkcast.spark.outputs.files import partitioned
@@ -370,7 +371,8 @@ class SinkWriter:
                 continue
             rows = partitioned(tagged.filter(F.coalesce(F.col(TAG), F.lit(MAIN)).isin(names)))
             try:
-                staged.append((log, log.stage(batch_id, rows, sink.format)))
+                with phase(self.spark, f"sink {describe(sink)}, outputs {', '.join(names)}"):
+                    staged.append((log, log.stage(batch_id, rows, sink.format)))
             except Exception as error:
                 raise _failed(names, sink, error) from error
         return staged
@@ -390,7 +392,8 @@ class SinkWriter:
                         sink.clear(connection, database, batch_id, self.query_id)
                 for name, sink in group:
                     if name not in empty:
-                        sink.stage(frames[name], batch_id, self.query_id)
+                        with phase(self.spark, f"sink jdbc (staging), output {name}"):
+                            sink.stage(frames[name], batch_id, self.query_id)
             except Exception as error:
                 raise _failed([n for n, _ in group], first, error) from error
             pending.append((database, group))
@@ -426,16 +429,18 @@ class SinkWriter:
         if self._kafka_writer is None:
             self._kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
         try:
-            self._kafka_writer.write(sink, name, frame, batch_id, empty)
+            with phase(self.spark, f"sink {describe(sink)}, output {name}"):
+                self._kafka_writer.write(sink, name, frame, batch_id, empty)
         except Exception as error:
             raise _failed([name], sink, error) from error
 
     def _write(self, name: str, sink: Any, frame: DataFrame, batch_id: int) -> None:
         try:
-            if isinstance(sink, DeltaSink):
-                sink.write(frame, name, batch_id, self.query_id)
-            else:
-                sink.write(frame, name, batch_id)
+            with phase(self.spark, f"sink {describe(sink)}, output {name}"):
+                if isinstance(sink, DeltaSink):
+                    sink.write(frame, name, batch_id, self.query_id)
+                else:
+                    sink.write(frame, name, batch_id)
         except Exception as error:
             raise _failed([name], sink, error) from error
 

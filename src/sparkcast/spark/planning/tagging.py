@@ -44,8 +44,10 @@ from sparkcast.spark.layout import (
     main_column,
     second_column,
 )
-from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN, letter_columns
+from sparkcast.spark.state import checkpoint_files
+from sparkcast.spark.state.compatibility import read_layout
 
 
 def stateless_input(main: DataFrame, event_time: str | None) -> DataFrame:
@@ -73,7 +75,8 @@ def streamed_input(main: DataFrame, broadcast: Any | None, event_time: str | Non
     if second is not None:
         frames.append(_side_frame(second, SECOND_SIDE, second_column, event_time))
     if clocked:
-        frames.append(clock(main, processing_time=event_time is None))
+        frames.append(clock(main if event_time is not None or broadcast is None
+                            else broadcast.df, processing_time=event_time is None))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame, allowMissingColumns=True)
@@ -95,19 +98,24 @@ def _side_frame(df: DataFrame, side: int, column: Any, event_time: str | None,
                      *extra, *[F.col(f"`{c}`").alias(column(i)) for i, c in enumerate(columns)])
 
 
-def clock(main: DataFrame, processing_time: bool = False) -> DataFrame:
-    """A no-op stateful operator under the main stream's watermark: Spark runs a no-data
-    micro-batch when the watermark moved only for a query with a stateful operator, and a
-    ``foreachBatch`` query has none, so a timer due at the watermark the last input reached
-    would wait for more input. A global count over no rows (``rand() < -1`` is never true, and
-    the optimizer cannot prune it, which would drop the watermark with the branch) costs a
-    second scan of the main rows' columns it needs (none) and one tiny state commit per
-    micro-batch; its one row (``CLOCK_SIDE``) is ignored. The query runs in ``update`` mode
-    (``batch_driver.input_stream``): Spark refuses, in append mode, an aggregation whose
-    keys hold no watermark. With ``processing_time`` (timers without ``event_time``) the
-    operator is ``execution/clock.py``'s, which makes Spark run a micro-batch at every
-    trigger."""
-    never = main.where(F.rand(0) < -1.0)
+def clock(source: DataFrame, processing_time: bool = False) -> DataFrame:
+    """A no-op stateful operator over ``source``: Spark runs a no-data micro-batch only for a
+    query with a stateful operator that asks for one, and a ``foreachBatch`` query has none,
+    so a timer due would wait for more input. It reads no row (``rand() < -1`` is never true,
+    and the optimizer cannot prune it), but Spark still scans ``source`` for it and counts the
+    rows in ``numInputRows``; its one row (``CLOCK_SIDE``) is ignored.
+
+    * Event time: a global count under the main stream's watermark (``source`` is the main
+      stream), which asks for a batch when the watermark moved. Only a watermark node that sees
+      the main rows carries their watermark: Spark's tracker takes one that saw no row as 0
+      under the default ``min`` policy, so this costs a second scan of the main rows and one
+      tiny state commit per micro-batch. The query runs in ``update`` mode
+      (``shapes.input_writer``): Spark refuses, in append mode, an aggregation whose keys hold
+      no watermark.
+    * Processing time: ``execution/clock.py``'s operator, which asks for a batch at every
+      trigger and needs no watermark, so ``source`` is a streamed broadcast side where there
+      is one (its few rows scanned again, the main rows once), else the main stream."""
+    never = source.where(F.rand(0) < -1.0)
     if processing_time:
         ticks = (never.select(F.lit(0).alias("_clock")).groupBy("_clock")
                  .transformWithStateInPandas(ClockProcessor(), CLOCK_SCHEMA, "Update",
@@ -151,6 +159,19 @@ def adopted_groups(plan: RuntimePlan, groups: list[int]) -> RuntimePlan | None:
         .cast(plan.tagged_input.schema[SUBTASK].dataType))
     return replace(plan, tagged_input=tagged,
                    subtask_of_group={g: i for i, g in enumerate(groups)})
+
+
+def recorded_groups(plan: RuntimePlan, checkpoint_location: str) -> RuntimePlan:
+    """A restart keeps the grouping keys its state was written under: Spark keeps the
+    checkpoint's shuffle partitions (also after ``rescale_in_place``), whatever the session's
+    setting, and the keys were balanced for those (docs/state.md, "Rescale in place")."""
+    if plan.engine is not Engine.OPERATOR or not checkpoint_files.committed_batches(
+            checkpoint_location):
+        return plan
+    layout = read_layout(checkpoint_location)
+    if not layout or layout.get("parallelism") != plan.parallelism:
+        return plan
+    return adopted_groups(plan, list(layout.get("subtask_groups") or [])) or plan
 
 
 def millis(df: DataFrame, event_time: str | None) -> Any:

@@ -3,10 +3,10 @@
 The operator engine groups the tagged input by subtask into one ``transformWithStateInPandas``
 operator (``execution/processor.py``), seeded with prepared state when the plan has some; the
 micro-batch engine in place maps it with one ``mapInArrow`` (``execution/stateless.py``). A
-plan whose micro-batch driver works per micro-batch gets the operator's frame here: its queries
-of ours run through the ``foreachBatch`` driver (``outputs/batch_driver.py``), but
-``result.main`` and the side outputs are DataFrames any query may consume. Malformed input
-lines join as dead letters.
+plan whose micro-batch driver works per micro-batch gets the operator's frame here, where
+``dataframe_choice`` allows it: its queries of ours run through the ``foreachBatch`` driver
+(``outputs/batch_driver.py``, with ``shapes.batch_outputs``), but ``result.main`` and the side
+outputs are DataFrames any query may consume. Malformed input lines join as dead letters.
 """
 
 from __future__ import annotations
@@ -23,12 +23,17 @@ from sparkcast.spark.execution.stateless import StatelessRunner
 from sparkcast.spark.layout import SUBTASK, TS, broadcast_column
 from sparkcast.spark.plan import Engine, RuntimePlan
 from sparkcast.spark.planning.bootstrap import initial_state_frame
+from sparkcast.spark.planning.paths import dataframe_choice
 from sparkcast.spark.state.compatibility import layout_json
 
 
 def tagged_output(plan: RuntimePlan) -> DataFrame:
-    """The tagged output frame of ``plan`` (streaming when its inputs are)."""
+    """The tagged output frame of ``plan`` (streaming when its inputs are); where the plan's
+    driver works per micro-batch, the operator's, or the reason ``engine="micro_batch"`` cannot
+    serve a DataFrame."""
     assert plan.tagged_input is not None
+    if plan.per_batch_driver:
+        dataframe_choice(plan)
     schema = plan.tagged_input.schema
     output = tagged_schema(plan.output_schema, schema[TS].dataType)
     if plan.in_place:
