@@ -21,6 +21,7 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 
+from job_timeline import jobs_by_batch, median_jobs
 from kafka_clients import rank
 from kafka_topics import parsed, produce
 from spark_systems import VERSION, KeyedDecision, KeyedDecisionTimer
@@ -169,7 +170,7 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
     follower.start()
     ends = _EndOffsets(broker, topics.events)
     query = start = end = None
-    progress, failed = [], None
+    progress, failed, jobs = [], None, {}
     try:
         query = build(spark, broker, topics, checkpoint)
         time.sleep(settings["warmup"])
@@ -184,6 +185,7 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
         if query is not None:
             progress, failed = list(query.recentProgress), _failure(query)
             query.stop()
+            jobs = jobs_by_batch(spark, str(query.runId))
         feeder_result = _stop_feeder(feeder)
         _stop_watcher(watcher, {"from": start.ms, "to": end.ms, "produced": sum(
             end.ends.values()) - sum(start.ends.values())} if start and end else {})
@@ -193,7 +195,7 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
         return {"failed": failed or "the run ended before its window"}
     return summarize(settings["updates"], _append_times(broker, topics.versions), seen,
                      answers[-1] if answers else {}, start, end, rate, progress,
-                     topics.events, failed, feeder_result)
+                     topics.events, failed, feeder_result, jobs)
 
 
 def _failure(query) -> str | None:
@@ -206,20 +208,22 @@ def _failure(query) -> str | None:
 
 def summarize(updates: int, appended: dict[int, float], seen: dict[int, float],
               window: dict, start: Mark, end: Mark, rate: int, progress: list, topic: str,
-              failed: str | None, feeder: dict) -> dict:
+              failed: str | None, feeder: dict,
+              jobs: dict[int, dict[str, float]] | None = None) -> dict:
     """One run's figures: update latency (append time of version v to the first read of a
     decision reflecting it; one never seen is slower than any seen), event latency, the rate
     the window's micro-batches decided events at against the rate they were produced at, the
-    lag at both ends, Spark's micro-batch phases (median over the window's batches with
-    input)."""
+    lag at both ends, Spark's micro-batch phases and the Spark jobs inside ``addBatch`` by
+    phase (``job_timeline.py``; both median over the window's batches with input)."""
     delays = sorted(seen[v] - appended[v] for v in range(1, updates + 1)
                     if v in seen and v in appended)
     seconds = (end.ms - start.ms) / 1000
     produced = window.get("events_produced", sum(end.ends.values()) - sum(start.ends.values()))
     produced_per_s = produced / seconds
     decided_per_s = _decided_per_s(progress, topic, start.batch, end.batch)
-    batches = [p.durationMs for p in progress
-               if start.batch < p.batchId <= end.batch and p.numInputRows]
+    window_batches = [p for p in progress
+                      if start.batch < p.batchId <= end.batch and p.numInputRows]
+    batches = [p.durationMs for p in window_batches]
     lag_end_s = end.lag / rate
     return {"updates": updates, "seen": len(delays),
             "update_p50_ms": rank(delays, updates, 50), "update_p99_ms": rank(delays, updates, 99),
@@ -231,6 +235,7 @@ def summarize(updates: int, appended: dict[int, float], seen: dict[int, float],
             "kept_up": (decided_per_s is not None and lag_end_s <= KEPT_UP_LAG_S
                         and decided_per_s >= KEPT_UP_SHARE * produced_per_s),
             "batches": len(batches), "batch_ms": _median_durations(batches),
+            "jobs_ms": median_jobs(jobs or {}, [p.batchId for p in window_batches]),
             "window_s": seconds, "feeder": feeder, "failed": failed}
 
 
@@ -430,6 +435,27 @@ def latency_table(sizes: dict, runs: list[dict]) -> list[str]:
     lines += [f"| {phase} | " + " | ".join(
         f"{run['batch_ms'][phase]:,.0f}" if phase in run.get("batch_ms", {}) else ""
         for run in runs) + " |" for phase in phases]
+    return lines + jobs_table(runs)
+
+
+def jobs_table(runs: list[dict]) -> list[str]:
+    """Inside ``addBatch``: each job's Spark jobs by phase (``job_timeline.py``), median ms per
+    batch of the window (a phase that ran in few batches has median 0, and is left out when it
+    is 0 in every run)."""
+    sites = sorted({site for run in runs for site, ms in run.get("jobs_ms", {}).items() if ms})
+    if not sites:
+        return []
+    lines = ["", "Inside `addBatch`: the Spark jobs of each micro-batch by phase (sparkcast "
+             "names its phases in the jobs' descriptions; another job by its call site; "
+             "the driver's status store; ms, median over the window's batches with input; a "
+             "batch's jobs run one after another, the rest of `addBatch` is the driver's own "
+             "work):", "",
+             "| Spark jobs (phase) | " + " | ".join(
+                 f"{run['job']}, {run['rate']:,}/s" for run in runs) + " |",
+             "|---|" + "---:|" * len(runs)]
+    lines += [f"| `{site}` | " + " | ".join(
+        f"{run['jobs_ms'][site]:,.0f}" if run.get("jobs_ms", {}).get(site) else ""
+        for run in runs) + " |" for site in sites]
     return lines
 
 

@@ -266,3 +266,28 @@ def test_a_job_that_failed_keeps_its_row_and_misses_its_targets(kafka_bench):
         (f"{timer} at 5,000 events/s: runs", "failed: StreamingQueryException: boom", "missed")]
     assert (f"| 5,000 | {timer} | failed: StreamingQueryException: boom |"
             in "\n".join(kafka.latency_table(QUICK, runs)))
+
+
+def test_a_batchs_jobs_are_summed_by_phase_and_a_phase_missing_from_a_batch_counts_zero(bench):
+    import job_timeline
+
+    assert job_timeline.call_site("collect at /a/long/path/streamed.py:138") == (
+        "collect at streamed.py:138")
+    assert job_timeline.call_site("start at NativeMethodAccessorImpl.java:0") == (
+        "start at NativeMethodAccessorImpl.java:0")
+    by_batch = {1: {"the pattern": 500.0, "broadcast rows": 80.0}, 2: {"the pattern": 700.0},
+                3: {"the pattern": 600.0}}
+    assert job_timeline.median_jobs(by_batch, [1, 2, 3]) == {"broadcast rows": 0.0,
+                                                            "the pattern": 600.0}
+    assert job_timeline.median_jobs(by_batch, [9]) == {}
+
+
+def test_the_jobs_table_leaves_out_a_phase_that_is_zero_in_every_run(kafka_bench):
+    latency, _ = kafka_bench
+    runs = [{"job": "hand-written", "rate": 5_000, "jobs_ms": {"start at X:0": 700.0}},
+            {"job": "sparkcast keyed", "rate": 5_000,
+             "jobs_ms": {"the pattern": 519.0, "broadcast rows": 0.0}}]
+    lines = latency.jobs_table(runs)
+    assert [line for line in lines if line.startswith("| `")] == [
+        "| `start at X:0` | 700 |  |", "| `the pattern` |  | 519 |"]
+    assert latency.jobs_table([{"job": "hand-written", "rate": 5_000}]) == []

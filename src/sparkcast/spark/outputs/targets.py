@@ -275,6 +275,12 @@ def describe(sink: Any) -> str:
     return sink.describe() if hasattr(sink, "describe") else type(sink).__name__
 
 
+def kind(sink: Any) -> str:
+    """A sink's kind (``kafka``, ``files``, ``jdbc``, ...), which names its jobs' phase: no
+    address, path or topic (a job's description is shown to anyone who sees the UI)."""
+    return describe(sink).split("(", 1)[0]
+
+
 def normalise(sinks: dict[Any, Any], names: list[str], default_letters: str) -> dict[str, Any]:
     """``{output name: sink}`` for every output; keys may be tags. An unknown output, a value
     that is no sink, or an output without a sink is refused (dead letters default to files
@@ -371,7 +377,7 @@ class SinkWriter:
                 continue
             rows = partitioned(tagged.filter(F.coalesce(F.col(TAG), F.lit(MAIN)).isin(names)))
             try:
-                with phase(self.spark, f"sink {describe(sink)}, outputs {', '.join(names)}"):
+                with phase(self.spark, f"sink {kind(sink)}, outputs {', '.join(names)}"):
                     staged.append((log, log.stage(batch_id, rows, sink.format)))
             except Exception as error:
                 raise _failed(names, sink, error) from error
@@ -392,7 +398,7 @@ class SinkWriter:
                         sink.clear(connection, database, batch_id, self.query_id)
                 for name, sink in group:
                     if name not in empty:
-                        with phase(self.spark, f"sink jdbc (staging), output {name}"):
+                        with phase(self.spark, f"sink {kind(sink)} (staging), output {name}"):
                             sink.stage(frames[name], batch_id, self.query_id)
             except Exception as error:
                 raise _failed([n for n, _ in group], first, error) from error
@@ -429,14 +435,14 @@ class SinkWriter:
         if self._kafka_writer is None:
             self._kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
         try:
-            with phase(self.spark, f"sink {describe(sink)}, output {name}"):
+            with phase(self.spark, f"sink {kind(sink)}, output {name}"):
                 self._kafka_writer.write(sink, name, frame, batch_id, empty)
         except Exception as error:
             raise _failed([name], sink, error) from error
 
     def _write(self, name: str, sink: Any, frame: DataFrame, batch_id: int) -> None:
         try:
-            with phase(self.spark, f"sink {describe(sink)}, output {name}"):
+            with phase(self.spark, f"sink {kind(sink)}, output {name}"):
                 if isinstance(sink, DeltaSink):
                     sink.write(frame, name, batch_id, self.query_id)
                 else:
