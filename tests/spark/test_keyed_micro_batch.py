@@ -110,6 +110,21 @@ class Later(KeyedProcessFunction):
         yield ctx.get_current_key(), self.seen.value()
 
 
+def _run_until_fired(spark: Any, result: Any, base: Path, wanted: int) -> tuple[Any, set]:
+    """Run ``result`` at a 1 s trigger until ``wanted`` main rows are written (at most 180 s);
+    the stopped query and the rows."""
+    query = result.write_stream(str(base / "out"), str(base / "checkpoint"),
+                                trigger={"processingTime": "1 second"})
+    fired: set = set()
+    deadline = time.time() + 180
+    while len(fired) < wanted and time.time() < deadline and query.exception() is None:
+        time.sleep(2)
+        if (base / "out" / "_output=main").exists():
+            fired = {tuple(r) for r in read_output(spark, str(base / "out")).collect()}
+    query.stop()
+    return query, fired
+
+
 def test_processing_time_timers_fire_without_more_input(spark, tmp_path):
     """One file, then nothing: the clock (a no-op transformWithState in ProcessingTime mode)
     makes Spark run micro-batches at every trigger, and the timers fire in one of them."""
@@ -119,15 +134,7 @@ def test_processing_time_timers_fire_without_more_input(spark, tmp_path):
     explained = result.explain()
     assert explained.engine == "micro_batch"
     assert "every trigger" in explained.reason and "every trigger" in explained.cost
-    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
-                                trigger={"processingTime": "1 second"})
-    fired: set = set()
-    deadline = time.time() + 180
-    while len(fired) < 6 and time.time() < deadline and query.exception() is None:
-        time.sleep(2)
-        if (tmp_path / "out" / "_output=main").exists():
-            fired = {tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect()}
-    query.stop()
+    query, fired = _run_until_fired(spark, result, tmp_path, 6)
     assert fired == {("k0", 2), ("k1", 2), ("k2", 2), ("k3", 1), ("k4", 1), ("k5", 1)}
     empty = [p for p in query.recentProgress if p["numInputRows"] == 0]
     assert empty  # the timers fired in micro-batches without input
@@ -136,15 +143,8 @@ def test_processing_time_timers_fire_without_more_input(spark, tmp_path):
 class LaterRule(KeyedBroadcastProcessFunction):
     """``Later`` with a broadcast rule: the timer reports the count and the rule it saw."""
 
-    def open(self, runtime_context: Any) -> None:
-        self.seen = runtime_context.get_state(ValueStateDescriptor("seen", int))
-
-    def process_element(self, value: Any, ctx: Any) -> Any:
-        if self.seen.value() is None:
-            timers = ctx.timer_service()
-            timers.register_processing_time_timer(timers.current_processing_time() + 1_000)
-        self.seen.update((self.seen.value() or 0) + 1)
-        return ()
+    open = Later.open
+    process_element = Later.process_element
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> None:
         ctx.get_broadcast_state(RULE).put("rule", value[0])
@@ -170,15 +170,7 @@ def test_the_processing_time_clock_reads_the_broadcast_side_not_the_main_rows_ag
         "k").connect(rules).process(LaterRule(), "k string, seen long, rule string",
                                     parallelism=2)
     assert result.explain().engine == "micro_batch"
-    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "checkpoint"),
-                                trigger={"processingTime": "1 second"})
-    fired: set = set()
-    deadline = time.time() + 180
-    while len(fired) < 6 and time.time() < deadline and query.exception() is None:
-        time.sleep(2)
-        if (tmp_path / "out" / "_output=main").exists():
-            fired = {tuple(r) for r in read_output(spark, str(tmp_path / "out")).collect()}
-    query.stop()
+    query, fired = _run_until_fired(spark, result, tmp_path, 6)
     assert fired == {(f"k{i}", 2 if i < 3 else 1, "strict") for i in range(6)}
     assert [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]] == [
         len(events) + 3]
