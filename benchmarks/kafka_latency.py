@@ -170,7 +170,7 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
     follower.start()
     ends = _EndOffsets(broker, topics.events)
     query = start = end = None
-    progress, failed, jobs = [], None, {}
+    progress, failed = [], None
     try:
         query = build(spark, broker, topics, checkpoint)
         time.sleep(settings["warmup"])
@@ -185,7 +185,6 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
         if query is not None:
             progress, failed = list(query.recentProgress), _failure(query)
             query.stop()
-            jobs = jobs_by_batch(spark, str(query.runId))
         feeder_result = _stop_feeder(feeder)
         _stop_watcher(watcher, {"from": start.ms, "to": end.ms, "produced": sum(
             end.ends.values()) - sum(start.ends.values())} if start and end else {})
@@ -193,9 +192,11 @@ def measure_latency(spark, broker: KafkaBroker, settings: dict, rate: int, build
         ends.close()
     if start is None or end is None:
         return {"failed": failed or "the run ended before its window"}
+    assert query is not None  # the window opened, so the query started
     return summarize(settings["updates"], _append_times(broker, topics.versions), seen,
                      answers[-1] if answers else {}, start, end, rate, progress,
-                     topics.events, failed, feeder_result, jobs)
+                     topics.events, failed, feeder_result,
+                     jobs_by_batch(spark, str(query.runId)))
 
 
 def _failure(query) -> str | None:

@@ -2,8 +2,9 @@
 
 ``datastream`` wires DataFrames into the pattern (``Stream`` ... ``ProcessResult``); ``planning``
 turns a ``process(...)`` call into a ``plan.RuntimePlan`` run by one ``plan.Engine`` of two,
-chosen once by ``planning.choice`` (``result.explain()`` shows it); ``execution`` runs the engine
-core in the Python workers; ``outputs`` builds the output frames and starts the query; ``state``,
+chosen once by ``planning.choice`` (``result.explain()`` shows it), and picks the query around
+the runner by shape; ``execution`` runs the engine core in the Python workers; ``outputs``
+starts the query and writes the typed outputs to their sinks; ``state``,
 ``observe``, ``launch`` and ``tools`` serve them. Imports run one way: leaves (``layout``,
 ``plan``, ``environment``) → ``state`` → ``observe`` → ``launch`` → ``execution`` → ``planning`` →
 ``outputs`` → ``tools`` → ``datastream`` (docs/architecture.md).

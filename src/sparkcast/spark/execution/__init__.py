@@ -5,5 +5,5 @@ store), a static broadcast side applied once (``static_side.py``), the processin
 no-op operator, and what they share (one engine factory,
 where rows go (``routing.py``: a key's subtask, one row per subtask), the order a subtask runs
 them in (``ordering.py``: source order), input values, output
-encoding, metrics rows, dead letters). A Python worker imports only the modules of what it
-runs."""
+encoding, metrics rows, dead letters), and the names of the driver's jobs in Spark's UI
+(``phases.py``). A Python worker imports only the modules of what it runs."""

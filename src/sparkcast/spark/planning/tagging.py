@@ -74,9 +74,9 @@ def streamed_input(main: DataFrame, broadcast: Any | None, event_time: str | Non
                                   order.alias(ORDER), what="broadcast"))
     if second is not None:
         frames.append(_side_frame(second, SECOND_SIDE, second_column, event_time))
-    if clocked:
-        frames.append(clock(main if event_time is not None or broadcast is None
-                            else broadcast.df, processing_time=event_time is None))
+    if clocked:  # the processing-time clock needs no watermark: the broadcast side's few rows
+        source = broadcast.df if event_time is None and broadcast is not None else main
+        frames.append(clock(source, processing_time=event_time is None))
     union = frames[0]
     for frame in frames[1:]:
         union = union.unionByName(frame, allowMissingColumns=True)
