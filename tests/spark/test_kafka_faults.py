@@ -7,7 +7,8 @@ its JVM and its Python workers at once. The moments: (1) after Kafka committed b
 Spark's checkpoint did (the pipeline kills itself there, from a sink that runs after Kafka's);
 (2) batch 2 in flight, its offsets logged and not committed, while the tasks' transactions may
 be open; (3) only the Python workers (the executors' side), mid-batch, which Spark retries
-within the run (the retried task reads the markers).
+within the run (the retried task reads the markers). Each with the Kafka outputs written by the
+driver and by the pattern's own tasks (``outputs/sinks_in_tasks.py``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def _logged(folder: Path) -> set[int]:
     return {int(n) for n in os.listdir(folder) if n.isdigit()} if folder.is_dir() else set()
 
 
-def _start(base: Path, bootstrap: str, prefix: str) -> subprocess.Popen:
+def _start(base: Path, bootstrap: str, prefix: str, writer: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.spark.kafka_pipeline", str(base), bootstrap, prefix],
+        [sys.executable, "-m", "tests.spark.kafka_pipeline", str(base), bootstrap, prefix,
+         writer],
         cwd=ROOT, stdout=(base / "run.log").open("ab"), stderr=subprocess.STDOUT,
         start_new_session=True)
 
@@ -87,8 +89,10 @@ def _topics_of(expected: dict[str, Counter]) -> dict[str, Counter]:
     return {output: expected[output] for output in OUTPUTS}
 
 
-def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path, kafka_broker):
-    prefix = "faults"
+@pytest.mark.parametrize("writer", [kafka_pipeline.DRIVER, kafka_pipeline.TASKS])
+def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path, kafka_broker,
+                                                                       writer):
+    prefix = f"faults-{writer}"
     for output in OUTPUTS:
         kafka_broker.create_topic(f"{prefix}-{output}", partitions=3)
     pipeline.write_inputs(tmp_path)
@@ -98,14 +102,14 @@ def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path
 
     # (1) after Kafka's commit of batch 1, before Spark's
     (tmp_path / kafka_pipeline.KILL_FLAG).write_text("1")
-    process = _start(tmp_path, kafka_broker.bootstrap, prefix)
+    process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
     process.wait(timeout=480)
     assert process.returncode == -signal.SIGKILL, log.read_text()[-3000:]
     assert 1 not in _logged(commits)
     assert _read(kafka_broker, prefix) == _topics_of(pipeline.expected("partitioned", 2))
 
     # (2) the replay of batch 1, then batch 2 in flight: the whole process group, 0.3 s in
-    process = _start(tmp_path, kafka_broker.bootstrap, prefix)
+    process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
     try:
         in_flight = _wait(lambda: 2 in _logged(tmp_path / "checkpoint" / "offsets")
                           and 2 not in _logged(commits), process)
@@ -115,7 +119,7 @@ def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path
     assert in_flight, log.read_text()[-3000:]
 
     # (3) only the Python workers, once batch 3 is planned; the run goes on and finishes
-    process = _start(tmp_path, kafka_broker.bootstrap, prefix)
+    process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
     try:
         planned = _wait(lambda: 3 in _logged(tmp_path / "checkpoint" / "offsets")
                         and _python_workers(process.pid) != [], process)
@@ -125,8 +129,17 @@ def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path
     finally:
         _kill(process)
     if process.returncode != 0:  # the kill took the batch's last attempt: restart once more
-        process = _start(tmp_path, kafka_broker.bootstrap, prefix)
+        process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
         process.wait(timeout=480)
     assert planned and process.returncode == 0, log.read_text()[-3000:]
     assert _logged(commits) >= set(range(len(pipeline.EVENTS)))
     assert _read(kafka_broker, prefix) == want
+    assert _parts_by(kafka_broker, tmp_path / "checkpoint") == {
+        kafka_pipeline.DRIVER: {"key"}, kafka_pipeline.TASKS: {"subtask"}}[writer]
+
+
+def _parts_by(broker, checkpoint: Path) -> set[str]:
+    """How the query's markers say its Kafka rows were split into parts."""
+    [topic] = set(json.loads((checkpoint / "sparkcast" / "kafka-markers.json")
+                             .read_text()).values())
+    return {json.loads(record.value)["by"] for record in broker.read(topic)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -397,3 +398,97 @@ def test_a_checkpoint_keeps_its_parallelism(spark, tmp_path, kafka_broker):
         for output, topic in topics.items()})
     assert "keep the parallelism the checkpoint started with" in str(query.exception())
     shutil.rmtree(tmp_path / "checkpoint")
+
+
+def _markers(broker, checkpoint: Path) -> dict[str, dict]:
+    """The query's markers (``key → record``, the newest of each key) from its marker topic."""
+    [topic] = set(json.loads((checkpoint / "sparkcast" / "kafka-markers.json")
+                             .read_text()).values())
+    return {record.key: json.loads(record.value) for record in broker.read(topic)}
+
+
+def _phases(spark, query) -> Counter:
+    """The Spark jobs of the query's run, by the phase their description names
+    (``execution/phases.py``)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    found = [jobs.apply(i) for i in range(jobs.size())]
+    return Counter(job.description().get().rpartition("sparkcast: ")[2] for job in found
+                   if job.jobGroup().isDefined() and job.jobGroup().get() == str(query.runId)
+                   and job.description().isDefined())
+
+
+def test_a_keyed_querys_own_tasks_write_its_kafka_and_files_outputs_in_one_job(
+        spark, tmp_path, kafka_broker, caplog):
+    """On the micro-batch engine by subtask, with Kafka and files sinks only, the pattern's
+    tasks write the outputs: one Spark job a batch besides the broadcast rows' (no sink job,
+    no count over a persisted frame), each subtask's rows of an output in one transaction
+    (markers by subtask, one part per subtask), the dead letters of malformed lines in one more
+    part. Every output equals the harness, the batch's counts reach the progress, and a replay
+    of a batch Kafka committed writes nothing twice."""
+    topics = _topics(kafka_broker, "in-tasks")
+    del topics["big"]
+    chosen = {**_kafka_sinks(kafka_broker, topics), "big": sinks.files(str(tmp_path / "big"))}
+    pipeline.write_inputs(tmp_path, [0, 1])
+    warned = "micro-batch 1: 2 dead letter(s) (input 1, process_element 1)"
+    with caplog.at_level("WARNING", logger="sparkcast"):
+        query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path,
+                                    chosen)
+        deadline = time.monotonic() + 30  # the listener bus is asynchronous
+        while warned not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert query.exception() is None
+    assert warned in caplog.text  # the counts the tasks took reached the listener
+    assert set(_phases(spark, query)) == {"the pattern, its outputs written by its tasks",
+                                          "broadcast rows"}
+    markers = _markers(kafka_broker, tmp_path / "checkpoint")
+    assert {(m["by"], m["parts"]) for m in markers.values()} == {("subtask", 3)}
+    assert any(key.endswith("/dead_letters/3") for key in markers)  # the malformed lines
+    _forget_last_commit(tmp_path)
+    pipeline.write_inputs(tmp_path, [2, 3])
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path,
+                                chosen)
+    assert query.exception() is None
+    want = pipeline.expected("partitioned")
+    assert _rows(kafka_broker, topics) == {output: want[output] for output in topics}
+    big = read_output(spark, str(tmp_path / "big"), "big").collect()
+    assert Counter((r["id"], r["scaled"]) for r in big) == want["big"]
+
+
+def test_a_checkpoint_the_driver_wrote_kafka_for_keeps_the_drivers_parts(spark, tmp_path,
+                                                                         kafka_broker):
+    """A checkpoint whose Kafka parts the driver split by key (a user's sink beside Kafka, as
+    every checkpoint before the tasks wrote) replays its batch the same way when the user's
+    sink goes: exactly once. A checkpoint the tasks wrote is refused a sink only the driver
+    writes, with the reason."""
+    topics = _topics(kafka_broker, "by-key")
+    del topics["big"]
+
+    class Ignoring:
+        def write(self, frame, output, batch_id):
+            pass
+
+    pipeline.write_inputs(tmp_path, [0, 1])
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path,
+                        {**_kafka_sinks(kafka_broker, topics), "big": Ignoring()})
+    _forget_last_commit(tmp_path)
+    pipeline.write_inputs(tmp_path, [2])
+    chosen = {**_kafka_sinks(kafka_broker, topics), "big": sinks.files(str(tmp_path / "big"))}
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path,
+                                chosen)
+    assert query.exception() is None
+    want = pipeline.expected("partitioned", 3)
+    assert _rows(kafka_broker, topics) == {output: want[output] for output in topics}
+    assert {m["by"] for m in _markers(kafka_broker, tmp_path / "checkpoint").values()} == {
+        "key"}
+
+    other = tmp_path / "tasks"
+    pipeline.write_inputs(other, [0])
+    topics = _topics(kafka_broker, "by-subtask")
+    del topics["big"]
+    pipeline.run_to_end(pipeline.build(spark, other, "partitioned"), other,
+                        {**_kafka_sinks(kafka_broker, topics),
+                         "big": sinks.files(str(other / "big"))})
+    pipeline.write_inputs(other, [1])
+    query = pipeline.run_to_end(pipeline.build(spark, other, "partitioned"), other,
+                                {**_kafka_sinks(kafka_broker, topics), "big": Ignoring()})
+    assert "written by the pattern's tasks, one per subtask" in str(query.exception())

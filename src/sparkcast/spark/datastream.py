@@ -36,12 +36,13 @@ from sparkcast.core.output_check import no_schema_reason
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.errors import PipelineError
 from sparkcast.spark.launch.workers import check_workers
+from sparkcast.spark.layout import MAIN
 from sparkcast.spark.observe.observation import next_name, observed
 from sparkcast.spark.observe.prometheus import serve_metrics
 from sparkcast.spark.outputs.batch_outputs import start as start_batches
 from sparkcast.spark.outputs.sinks import start_sink
 from sparkcast.spark.outputs.targets import start as start_sinks
-from sparkcast.spark.outputs.typed import dead_letter_rows, main_rows, side_rows
+from sparkcast.spark.outputs.typed import typed_frame
 from sparkcast.spark.plan import ProcessSpec, RuntimePlan
 from sparkcast.spark.planning.bootstrap import attach_initial_state
 from sparkcast.spark.planning.checks import prepare
@@ -281,7 +282,7 @@ class ProcessResult:
     @property
     def main(self) -> DataFrame:
         """The main output, with the ``output_schema`` columns."""
-        return main_rows(self.tagged, self.plan.output_schema)
+        return typed_frame(self.tagged, self.plan, MAIN)
 
     def side_output(self, tag: OutputTag) -> DataFrame:
         """One side output, typed by its schema (declared in ``side_outputs=[...]`` or carried
@@ -290,8 +291,8 @@ class ProcessResult:
             raise PipelineError(f"side_output takes an OutputTag, not {type(tag).__name__}")
         if tag.tag_id == DEAD_LETTERS.tag_id:
             return self.dead_letters
-        schema = self._register(tag)
-        return side_rows(self.tagged, tag.tag_id, schema)
+        self._register(tag)
+        return typed_frame(self.tagged, self.plan, tag.tag_id)
 
     get_side_output = side_output  # PyFlink's name, so ported code reads the same
 
@@ -316,7 +317,7 @@ class ProcessResult:
     @property
     def dead_letters(self) -> DataFrame:
         """Inputs and outputs that failed, with the reason (``callback``, ``error``)."""
-        return dead_letter_rows(self.tagged)
+        return typed_frame(self.tagged, self.plan, DEAD_LETTERS.tag_id)
 
     def write_stream(self, path: str | None = None, checkpoint_location: str | None = None, *,
                      sinks: Mapping[Any, Any] | None = None, format: str = "parquet",

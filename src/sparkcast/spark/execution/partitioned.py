@@ -214,6 +214,13 @@ class PartitionedRunner:
         self.made_at = made_at
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for _, outputs in self.by_subtask(batches):
+            yield from outputs
+
+    def by_subtask(self, batches: Iterator[pa.RecordBatch]
+                   ) -> Iterator[tuple[int, Iterator[pa.RecordBatch]]]:
+        """Each subtask of the partition with its tagged outputs, in subtask order (read each
+        one's outputs to the end before the next: its store closes there)."""
         received = [b for b in batches if b.num_rows]
         if not received:
             return
@@ -222,7 +229,8 @@ class PartitionedRunner:
         runner = SubtaskRunner(self.plan)
         for group in sorted(pc.unique(groups).to_pylist()):
             rows = table.filter(pc.equal(groups, group))
-            yield from self._run(self.plan.subtask_of_group[group], rows, runner)
+            subtask = self.plan.subtask_of_group[group]
+            yield subtask, self._run(subtask, rows, runner)
 
     def _run(self, subtask: int, rows: pa.Table, runner: SubtaskRunner
              ) -> Iterator[pa.RecordBatch]:

@@ -78,6 +78,13 @@ class Tally:
     first_letter: str | None = None  # the least "callback: error", as Spark's min gives it
     reports: list[str] = field(default_factory=list)  # the ``_metrics`` payloads
 
+    def count(self, output: str, rows: pa.RecordBatch) -> None:
+        """Count what the observation would of ``output``'s tagged ``rows``."""
+        if output == DEAD_LETTERS.tag_id:
+            self.count_letters(rows.column(PAYLOAD))
+        elif output == METRICS:
+            self.reports.extend(rows.column(PAYLOAD).to_pylist())
+
     def count_letters(self, payloads: pa.Array) -> None:
         for text in payloads.to_pylist():
             letter = _json_object(text)
@@ -110,27 +117,43 @@ class TaskWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         source = batches if self.runner is None else self.runner(batches)
-        rows = self.write(source, _partition())
+        rows = self.write(source, task_partition())
         yield pa.RecordBatch.from_pylist(rows, schema=_WRITTEN)
 
     def write(self, batches: Iterable[pa.RecordBatch], partition: int) -> list[dict[str, Any]]:
         """Write the tagged ``batches`` (also the driver's: what ``process_broadcast_element``
         emitted); the :data:`WRITTEN` rows, files first, the tally last."""
-        files: dict[str, _OutputFile] = {}
+        files = OutputFiles(self.staging, self.layout, partition)
         tally = Tally()
         for batch in batches:
-            for name, rows in _by_output(batch):
-                if name == DEAD_LETTERS.tag_id:
-                    tally.count_letters(rows.column(PAYLOAD))
-                elif name == METRICS:
-                    tally.reports.extend(rows.column(PAYLOAD).to_pylist())
-                if name not in files:
-                    files[name] = _OutputFile(self.staging, output_folder(name), self.layout,
-                                              partition)
-                files[name].add(rows.drop_columns([TAG]))
-        written = [{"output": name, "file": f.close(), "rows": f.rows, "summary": None}
-                   for name, f in files.items()]
-        return [*written, {"output": None, "file": None, "rows": None, "summary": tally.encode()}]
+            for name, rows in by_output(batch):
+                tally.count(name, rows)
+                files.add(name, rows)
+        return [*files.close(), {"output": None, "file": None, "rows": None,
+                                 "summary": tally.encode()}]
+
+
+class OutputFiles:
+    """One task attempt's Parquet files under ``staging``: one per output, opened at its first
+    rows."""
+
+    def __init__(self, staging: str, layout: FileLayout, partition: int) -> None:
+        self.staging = staging
+        self.layout = layout
+        self.partition = partition
+        self.files: dict[str, _OutputFile] = {}
+
+    def add(self, output: str, rows: pa.RecordBatch) -> None:
+        """``output``'s tagged ``rows`` (columns beyond the layout's are left out)."""
+        if output not in self.files:
+            self.files[output] = _OutputFile(self.staging, output_folder(output), self.layout,
+                                             self.partition)
+        self.files[output].add(rows.select(self.layout.schema.names))
+
+    def close(self) -> list[dict[str, Any]]:
+        """Close every file; a :data:`WRITTEN` row for each."""
+        return [{"output": name, "file": f.close(), "rows": f.rows, "summary": None}
+                for name, f in self.files.items()]
 
 
 class _OutputFile:
@@ -171,7 +194,7 @@ class _OutputFile:
         self.pending, self.buffered = [], 0
 
 
-def _by_output(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+def by_output(batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
     """The batch's rows per output (``_tag`` null: the main output), without copying the
     common case: a batch of main rows only (the runners keep main rows in batches of their
     own)."""
@@ -203,7 +226,7 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _partition() -> int:
+def task_partition() -> int:
     from pyspark import TaskContext
 
     context = TaskContext.get()

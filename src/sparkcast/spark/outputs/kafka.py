@@ -1,14 +1,15 @@
 """``sinks.kafka``: an output into a Kafka topic, exactly once for ``read_committed`` consumers.
 
 Spark's own Kafka sink is at least once (a replayed micro-batch writes its rows again). This
-one writes each micro-batch N of an output in ``parallelism`` parts, each in one Kafka
-transaction together with a marker record ``(query, output, part) → N`` on a compacted marker
-topic of the query's own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds,
-whatever fails:
+one writes each micro-batch N of an output in parts, each in one Kafka transaction together
+with a marker record ``(query, output, part) → N`` on a compacted marker topic of the query's
+own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds, whatever fails:
 
-* a part's rows are chosen by the hash of the record key (of the value when there is no key),
-  never by where Spark happened to put a row: a replay computes the same rows for the same
-  part on any host, and one key's records stay in one part, in the order they were emitted;
+* a part's rows are never chosen by where Spark happened to put a row: here (``write``) the
+  driver splits them into ``parallelism`` parts by the hash of the record key (of the value
+  when there is no key); where the pattern's tasks write (``sinks_in_tasks.py``), a part is a
+  subtask's rows. A replay computes the same rows for the same part on any host, and one key's
+  records stay in one part, in the order they were emitted;
 * the driver, on the first micro-batch of a run (the only one Spark may replay), fences every
   part of every Kafka output of the query (aborting what a killed attempt left open, at which
   the ``read_committed`` read of the markers would end), then reads the markers: the parts of
@@ -17,7 +18,8 @@ whatever fails:
 * Kafka commits before the exactly-once sinks of the driver (JDBC, files) and before Spark's
   commit: a kill between them replays N, and the markers make the Kafka part of it a no-op.
 
-The parts cannot change for a checkpoint (the markers record them); a change is refused.
+The parts cannot change for a checkpoint (the markers record them and how they were split);
+a change is refused.
 Records go to the topic's partitions as a Java producer puts their keys (murmur2,
 ``kafka_transactions.PRODUCER_DEFAULTS``). Settings in ``options`` (librdkafka's names;
 Spark's ``kafka.`` prefix accepted) pass through to the producers, secrets included; no
@@ -37,6 +39,8 @@ from sparkcast.api.formats import Avro
 from sparkcast.errors import SinkError
 from sparkcast.spark.outputs.kafka_markers import MarkerTopics, ensure_topic
 from sparkcast.spark.outputs.kafka_transactions import (
+    PARTS_BY_KEY,
+    PARTS_BY_SUBTASK,
     PartWriter,
     client,
     fence,
@@ -101,37 +105,76 @@ class KafkaSink:
 
 class KafkaWriter:
     """The driver side of one query's Kafka sinks: at the first batch of a run, every part
-    fenced and the markers read; then the parts of each batch that Kafka does not have."""
+    fenced and the markers read; then the parts of each batch that Kafka does not have,
+    written here (``write``) or by the pattern's tasks (``sinks_in_tasks.py``, one part per
+    subtask: ``subtasks`` says how many there are where the tasks may write)."""
 
-    def __init__(self, query_id: str, checkpoint: str, sinks: list[tuple[str, KafkaSink]]
-                 ) -> None:
+    def __init__(self, query_id: str, checkpoint: str, sinks: list[tuple[str, KafkaSink]],
+                 subtasks: int | None = None) -> None:
         self.query_id = query_id
         self.checkpoint = checkpoint
         self.sinks = sinks
+        self.subtasks = subtasks
         self._run: dict[str, tuple[str, dict[str, int]]] | None = None  # output → topic, markers
+        self._by = PARTS_BY_KEY
+
+    @property
+    def by_subtask(self) -> bool:
+        """Whether the pattern's tasks write the parts this run: they may, and no marker of
+        the checkpoint says the driver split its rows by key."""
+        self.run()
+        return self._by == PARTS_BY_SUBTASK
+
+    def run(self) -> dict[str, tuple[str, dict[str, int]]]:
+        """Each output's marker topic and markers (``marker key → batch``), read once a run."""
+        if self._run is None:
+            self._run = self._start_run()
+        return self._run
+
+    def part_writer(self, sink: KafkaSink, output: str, batch_id: int) -> PartWriter | None:
+        """The writer of the parts of ``output``'s batch that Kafka does not have (None: it
+        has them all)."""
+        marker_topic, markers = self.run()[output]
+        parts = self._parts(sink)
+        prefix = self._prefix(sink)
+        committed = frozenset(p for p in range(parts + self._extra)
+                              if markers.get(marker_key(prefix, output, p), -1) >= batch_id)
+        if len(committed) == parts + self._extra:
+            return None  # a replay of a batch Kafka has in full
+        return PartWriter(sink.settings, sink.topic, marker_topic, prefix, output, batch_id,
+                          parts, committed, self._by)
+
+    def _parts(self, sink: KafkaSink) -> int:
+        """The parts a checkpoint keeps: the sink's parallelism, or the pattern's subtasks."""
+        return self.subtasks if self.subtasks is not None and self.by_subtask else sink.parallelism
+
+    @property
+    def _extra(self) -> int:
+        """Parts beyond the recorded ones: by subtask, one more (``MALFORMED_PART``) for the
+        dead letters of malformed input rows, which are in no subtask."""
+        return 1 if self.by_subtask else 0
+
+    def written(self, sink: KafkaSink, output: str, batch_id: int, parts: list[int]) -> None:
+        """Record the parts of ``output``'s batch that were committed."""
+        markers = self.run()[output][1]
+        for part in parts:
+            markers[marker_key(self._prefix(sink), output, part)] = batch_id
 
     def write(self, sink: KafkaSink, output: str, frame: DataFrame, batch_id: int,
               empty: bool) -> None:
         """Write the parts of the batch that Kafka does not have; ``empty``: the batch has no
         rows for ``output`` (its parts' transactions are left out, a replay writes none
         either; the first batch of a run still fences and reads the markers)."""
-        if self._run is None:
-            self._run = self._start_run()
-        marker_topic, markers = self._run[output]
+        self.run()
         if empty:
             return
-        prefix = self._prefix(sink)
-        committed = frozenset(p for p in range(sink.parallelism)
-                              if markers.get(marker_key(prefix, output, p), -1) >= batch_id)
-        if len(committed) == sink.parallelism:
-            return  # a replay of a batch Kafka has in full
-        writer = PartWriter(sink.settings, sink.topic, marker_topic, prefix, output,
-                            batch_id, sink.parallelism, committed)
+        writer = self.part_writer(sink, output, batch_id)
+        if writer is None:
+            return
         written = (_records(frame, sink.key, sink.schema).repartition(sink.parallelism, "part_by")
                    .sortWithinPartitions(_ORDER).select("key", "value")
                    .mapInArrow(writer, "part int, records long").collect())
-        for row in written:
-            markers[marker_key(prefix, output, row["part"])] = batch_id
+        self.written(sink, output, batch_id, [row["part"] for row in written])
 
     def _prefix(self, sink: KafkaSink) -> str:
         return sink.transactional_id_prefix or f"sparkcast-{self.query_id}"
@@ -147,18 +190,23 @@ class KafkaWriter:
         for output, sink in self.sinks:
             ensure_topic(sink.settings, chosen[output],
                          f"output {output!r}, sink {sink.describe()}")
-            for part in range(sink.parallelism):
+            for part in range(max(sink.parallelism, malformed_part(self.subtasks or -1) + 1)):
                 fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}")
-        read: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
-        run = {}
+        read: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         for output, sink in self.sinks:
             where = (sink.bootstrap_servers, chosen[output])
             if where not in read:
                 read[where] = read_markers(sink.settings, chosen[output])
-            _refuse_other_parts(sink, output, self._prefix(sink), read[where])
-            run[output] = (chosen[output], {key: record["batch"] for key, record
-                                            in read[where].items()})
-        return run
+        ours = {output: _markers_of(read[(sink.bootstrap_servers, chosen[output])],
+                                    marker_prefix(self._prefix(sink), output))
+                for output, sink in self.sinks}
+        by_key = any(m["by"] == PARTS_BY_KEY for found in ours.values() for m in found.values())
+        self._by = PARTS_BY_KEY if self.subtasks is None or by_key else PARTS_BY_SUBTASK
+        for output, sink in self.sinks:
+            _refuse_other_parts(sink, output, ours[output], self._by, self.subtasks)
+        return {output: (chosen[output], {key: record["batch"] for key, record
+                                          in ours[output].items()})
+                for output, _ in self.sinks}
 
 
 def _records(frame: DataFrame, key: str | None, schema: Avro | None) -> DataFrame:
@@ -171,16 +219,35 @@ def _records(frame: DataFrame, key: str | None, schema: Avro | None) -> DataFram
         "part_by", F.coalesce(F.col("key"), F.col("value")))
 
 
-def _refuse_other_parts(sink: KafkaSink, output: str, prefix: str,
-                        markers: dict[str, dict[str, int]]) -> None:
-    """A checkpoint keeps the parallelism its Kafka parts were written with."""
-    recorded = {record["parts"] for key, record in markers.items()
-                if key.startswith(marker_prefix(prefix, output))}
-    if recorded - {sink.parallelism}:
-        raise SinkError(f"output {output!r}, sink {sink.describe()}: this checkpoint wrote "
-                        f"Kafka in {max(recorded)} parts, the sink now asks "
-                        f"parallelism={sink.parallelism}; a replay would split rows "
-                        "differently: keep the parallelism the checkpoint started with")
+def malformed_part(subtasks: int) -> int:
+    """By subtask, the part of the dead letters of malformed input rows: after the subtasks'."""
+    return subtasks
+
+
+def _markers_of(markers: dict[str, dict[str, Any]], prefix: str) -> dict[str, dict[str, Any]]:
+    return {key: record for key, record in markers.items() if key.startswith(prefix)}
+
+
+def _refuse_other_parts(sink: KafkaSink, output: str, markers: dict[str, dict[str, Any]],
+                        by: str, subtasks: int | None) -> None:
+    """A checkpoint keeps the parts its Kafka rows were split into: the sink's parallelism
+    where the driver split them by key, the pattern's subtasks where its tasks wrote them."""
+    where = f"output {output!r}, sink {sink.describe()}"
+    recorded_by = {record["by"] for record in markers.values()}
+    if by == PARTS_BY_KEY and PARTS_BY_SUBTASK in recorded_by:
+        raise SinkError(f"{where}: this checkpoint's Kafka parts were written by the "
+                        "pattern's tasks, one per subtask; this query would split the rows "
+                        "by key on the driver (its sinks or inputs changed to ones only the "
+                        "driver writes), so a replay would split them differently: keep the "
+                        "query's sinks, or start a new checkpoint")
+    recorded = {record["parts"] for record in markers.values()}
+    parts = subtasks if by == PARTS_BY_SUBTASK else sink.parallelism
+    if recorded - {parts}:
+        asked = (f"the pattern now has {parts} subtasks" if by == PARTS_BY_SUBTASK
+                 else f"the sink now asks parallelism={parts}")
+        raise SinkError(f"{where}: this checkpoint wrote Kafka in {max(recorded)} parts, "
+                        f"{asked}; a replay would split rows differently: keep the "
+                        "parallelism the checkpoint started with")
 
 
 def _reason(error: BaseException) -> str:

@@ -41,6 +41,10 @@ PRODUCER_DEFAULTS = {"linger.ms": 5, "transaction.timeout.ms": 60000,
 #: not to the worker's stderr; its errors surface as exceptions where they matter
 LOG = logging.getLogger("sparkcast.kafka")
 _PRODUCERS: dict[str, Any] = {}
+#: a marker's ``by``: the driver split the rows into parts by their key's hash (markers
+#: written before ``by`` existed say nothing, and were all written so), or each subtask of the
+#: pattern wrote its own rows as its part
+PARTS_BY_KEY, PARTS_BY_SUBTASK = "key", "subtask"
 
 
 class HandledFencing(logging.Filter):
@@ -130,7 +134,8 @@ def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
             record = json.loads(message.value())
             key = message.key().decode()
             if int(record["batch"]) >= markers.get(key, {}).get("batch", -1):
-                markers[key] = {"batch": int(record["batch"]), "parts": int(record["parts"])}
+                markers[key] = {"batch": int(record["batch"]), "parts": int(record["parts"]),
+                                "by": record.get("by", PARTS_BY_KEY)}
     return markers
 
 
@@ -166,6 +171,9 @@ class PartWriter:
     batch_id: int
     parts: int
     committed: frozenset[int]
+    #: how rows were given their part: by the record key's hash (the driver's shuffle), or
+    #: by the pattern's subtask (written by its tasks); recorded in every marker
+    by: str = PARTS_BY_KEY
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -174,13 +182,15 @@ class PartWriter:
         part = context.partitionId() if context is not None else 0
         rows = [b for b in batches if b.num_rows]
         written = 0
-        if rows and not self._committed(part, context):
-            written = self._write(part, rows)
+        if rows and not self.committed_part(part, context):
+            written = self.write_part(part, rows)
         yield pa.RecordBatch.from_pydict({"part": [part], "records": [written]},
                                          schema=pa.schema([("part", pa.int32()),
                                                            ("records", pa.int64())]))
 
-    def _committed(self, part: int, context: Any) -> bool:
+    def committed_part(self, part: int, context: Any) -> bool:
+        """Whether ``part`` of the batch is in Kafka: known at the start of the run, or read
+        by a retried task (``context``: the task's)."""
         if part in self.committed:
             return True
         if context is None or context.attemptNumber() == 0:
@@ -193,9 +203,9 @@ class PartWriter:
     def _transactional_id(self, part: int) -> str:
         return f"{self.prefix}-{self.output}-{part}"
 
-    def _write(self, part: int, batches: list[pa.RecordBatch]) -> int:
-        """The part in one transaction; once more with a fresh producer if this worker's was
-        fenced."""
+    def write_part(self, part: int, batches: list[pa.RecordBatch]) -> int:
+        """The part's ``key``/``value`` rows in one transaction with its marker; once more with
+        a fresh producer if this worker's was fenced."""
         transactional_id = self._transactional_id(part)
         try:
             return self._transaction(producer(self.settings, transactional_id), part, batches)
@@ -225,7 +235,7 @@ class PartWriter:
                 for key, value in zip(keys, values, strict=True):
                     _produce(kafka_producer, self.topic, key, value)
                 count += batch.num_rows
-            marker = json.dumps({"batch": self.batch_id, "parts": self.parts})
+            marker = json.dumps({"batch": self.batch_id, "parts": self.parts, "by": self.by})
             _produce(kafka_producer, self.marker_topic,
                      marker_key(self.prefix, self.output, part), marker)
             kafka_producer.commit_transaction(120)

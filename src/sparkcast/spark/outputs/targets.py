@@ -16,6 +16,10 @@ the sinks that can hold it back:
 A kill anywhere replays the batch: what a sink committed, it recognises and skips. An output
 that the batch's counts show to be empty (``typed.empty_outputs``) is staged, moved or sent by
 no Spark job: its files sink logs the batch with no file, its JDBC ledger still records it.
+
+Where the engine runs the pattern by subtask and every sink is Kafka or files, the pattern's
+own tasks do steps 1 and 2 in the pattern's job (``sinks_in_tasks.py``), and this writer is
+kept for a checkpoint whose Kafka parts the driver wrote.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pyspark.sql.types import StructType
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.layout import MAIN, TAG
-from sparkcast.spark.outputs import batch_outputs
+from sparkcast.spark.outputs import batch_outputs, sinks_in_tasks
 from sparkcast.spark.outputs.files import partitioned
 from sparkcast.spark.outputs.guarded import guard_output
 from sparkcast.spark.outputs.jdbc import (
@@ -49,6 +53,7 @@ from sparkcast.spark.outputs.kafka import KafkaSink, KafkaWriter
 from sparkcast.spark.outputs.sinks import TaggedOutputs, start_sink, write_files_manifest
 from sparkcast.spark.outputs.typed import output_names, schemas
 from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.planning.shapes import outputs_in_tasks
 from sparkcast.spark.state import checkpoint_files
 from sparkcast.spark.state.commit_log import CommitLog, session_interval
 
@@ -335,8 +340,15 @@ class SinkWriter:
                 self.kafka.append((name, sink))
             else:
                 self.direct.append((name, sink))
-        self._kafka_writer: KafkaWriter | None = None
+        #: the query's Kafka writer, made at the first batch that writes Kafka
+        self.kafka_writer: KafkaWriter | None = None
         self._query_id: str | None = None
+
+    @property
+    def tasks_may_write(self) -> bool:
+        """Whether the pattern's tasks may write every sink (``sinks_in_tasks.py``): Kafka and
+        files only, Kafka among them."""
+        return bool(self.kafka) and not self.jdbc and not self.direct
 
     @property
     def query_id(self) -> str:
@@ -432,11 +444,11 @@ class SinkWriter:
 
     def _write_kafka(self, name: str, sink: KafkaSink, frame: DataFrame, batch_id: int,
                      empty: bool) -> None:
-        if self._kafka_writer is None:
-            self._kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
+        if self.kafka_writer is None:
+            self.kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
         try:
             with phase(self.spark, f"sink {kind(sink)}, output {name}"):
-                self._kafka_writer.write(sink, name, frame, batch_id, empty)
+                self.kafka_writer.write(sink, name, frame, batch_id, empty)
         except Exception as error:
             raise _failed([name], sink, error) from error
 
@@ -479,6 +491,8 @@ def start(outputs: TaggedOutputs, sinks: dict[Any, Any], checkpoint_location: st
     check(chosen, schemas(plan), plan.spark)
     for sink in files:
         write_files_manifest(plan, sink.path, checkpoint_location)
-    return batch_outputs.start(outputs, SinkWriter(plan, chosen, checkpoint_location),
-                               checkpoint_location, trigger, query_name, count=True,
-                               persist=True)
+    writer = SinkWriter(plan, chosen, checkpoint_location)
+    if outputs_in_tasks(plan) and writer.tasks_may_write:
+        return sinks_in_tasks.start(outputs, writer, checkpoint_location, trigger, query_name)
+    return batch_outputs.start(outputs, writer, checkpoint_location, trigger, query_name,
+                               count=True, persist=True)

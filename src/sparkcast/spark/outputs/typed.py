@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructType
 
@@ -19,25 +19,24 @@ from sparkcast.spark.execution.encoding import tagged_schema
 from sparkcast.spark.layout import DEAD_LETTER_SCHEMA, MAIN, PAYLOAD, TAG
 from sparkcast.spark.plan import RuntimePlan
 
-
-def main_rows(tagged: DataFrame, output_schema: StructType) -> DataFrame:
-    """The main output, with the ``output_schema`` columns."""
-    fields = [F.col(f"`{f}`") for f in output_schema.fieldNames()]
-    return tagged.filter(F.col(TAG).isNull()).select(*fields)
+_DEAD_LETTER_FIELDS = [column.split()[0] for column in DEAD_LETTER_SCHEMA.split(", ")]
 
 
-def side_rows(tagged: DataFrame, tag_id: str, schema: StructType | None) -> DataFrame:
-    """One side output typed by ``schema``; without one, a JSON column ``value``."""
-    rows = tagged.filter(F.col(TAG) == F.lit(tag_id))
+def typed_row(plan: RuntimePlan, name: str) -> tuple[Column, list[Column]]:
+    """Which rows of the tagged frame are output ``name``'s, and its typed columns over them:
+    the main fields; a side output parsed with its schema (without one, a JSON column
+    ``value``); the dead letters' ``DEAD_LETTER_SCHEMA``."""
+    if name == MAIN:
+        return F.col(TAG).isNull(), [F.col(f"`{f}`") for f in plan.output_schema.fieldNames()]
+    rows = F.col(TAG) == F.lit(name)
+    if name == DEAD_LETTERS.tag_id:
+        letter = F.from_json(PAYLOAD, DEAD_LETTER_SCHEMA)
+        return rows, [letter.getField(f).alias(f) for f in _DEAD_LETTER_FIELDS]
+    schema = plan.side_schemas.get(name)
     if schema is None:
-        return rows.select(F.col(PAYLOAD).alias("value"))
-    return rows.select(F.from_json(PAYLOAD, schema).alias("v")).select("v.*")
-
-
-def dead_letter_rows(tagged: DataFrame) -> DataFrame:
-    """Inputs and outputs that failed, with the reason (``DEAD_LETTER_SCHEMA``)."""
-    rows = tagged.filter(F.col(TAG) == F.lit(DEAD_LETTERS.tag_id))
-    return rows.select(F.from_json(PAYLOAD, DEAD_LETTER_SCHEMA).alias("v")).select("v.*")
+        return rows, [F.col(PAYLOAD).alias("value")]
+    parsed = F.from_json(PAYLOAD, schema)
+    return rows, [parsed.getField(f).alias(f) for f in schema.fieldNames()]
 
 
 def output_names(plan: RuntimePlan) -> list[str]:
@@ -50,11 +49,13 @@ def output_names(plan: RuntimePlan) -> list[str]:
 
 def split(tagged: DataFrame, plan: RuntimePlan) -> dict[str, DataFrame]:
     """Every output of ``plan`` as its typed frame over ``tagged`` (one micro-batch's rows)."""
-    frames = {MAIN: main_rows(tagged, plan.output_schema)}
-    for name in output_names(plan)[1:-1]:
-        frames[name] = side_rows(tagged, name, plan.side_schemas.get(name))
-    frames[DEAD_LETTERS.tag_id] = dead_letter_rows(tagged)
-    return frames
+    return {name: typed_frame(tagged, plan, name) for name in output_names(plan)}
+
+
+def typed_frame(tagged: DataFrame, plan: RuntimePlan, name: str) -> DataFrame:
+    """Output ``name`` of ``plan`` as its typed frame over ``tagged``."""
+    rows, columns = typed_row(plan, name)
+    return tagged.filter(rows).select(*columns)
 
 
 def empty_outputs(counts: Mapping[str, Any], plan: RuntimePlan) -> frozenset[str]:

@@ -51,6 +51,13 @@ def batch_outputs(plan: RuntimePlan, checkpoint_location: str) -> MicroBatchOutp
     return MicroBatchOutputs(plan, checkpoint_location)
 
 
+def outputs_in_tasks(plan: RuntimePlan) -> bool:
+    """Whether the pattern's tasks can write the sinks' outputs themselves
+    (``outputs/sinks_in_tasks.py``): each task runs whole subtasks, so a part of an output is a
+    subtask's rows, the same in a replay (the micro-batch engine by subtask)."""
+    return plan.per_batch_driver and plan.by_subtask
+
+
 def input_writer(plan: RuntimePlan) -> DataStreamWriter:
     """The writer of the one query over the plan's input: in ``update`` mode when the input
     holds the clock of timers (``tagging.clock``: an aggregation or a transformWithState)."""

@@ -1,0 +1,142 @@
+"""The task side of writing a micro-batch's outputs from the pattern's own tasks
+(``sinks_in_tasks.py``): the ``mapInArrow`` body that follows the pattern in the same Spark
+stage.
+
+Its input is the pattern's tagged frame (``layout.py``) with the subtask that emitted each row
+(``_subtask``) and, for every output into ``sinks.kafka``, that output's record key and value
+as Spark's ``to_json``/``to_avro`` made them (``kafka_values.py``) in two columns. Per task:
+
+* every row is counted as the observation would count it (rows per output, dead letters,
+  ``_metrics`` reports);
+* a ``sinks.files`` output's rows go into that sink's staging folder, as the files writer's
+  tasks write them (``task_writer.OutputFiles``);
+* a Kafka output's rows are buffered per subtask, then each subtask's rows go to the topic in
+  ONE transaction with the marker ``(query, output, subtask) → batch``
+  (``kafka_transactions.PartWriter``): a key lives in one subtask, so its records stay in
+  order, and a subtask's rows of a batch are the same in a replay (source order), so the
+  marker tells a replay what to skip. The whole partition is read before the first
+  transaction begins, so a row Spark cannot encode fails the task before it writes anything.
+
+It returns small rows (:data:`WRITTEN`): the files, the Kafka parts written, the rows per
+output and the tally. This module is what the tasks unpickle: it imports pyarrow and, through
+the part writer, confluent-kafka only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcast.spark.execution.task_writer import (
+    FileLayout,
+    OutputFiles,
+    Tally,
+    by_output,
+    task_partition,
+)
+from sparkcast.spark.layout import SUBTASK
+from sparkcast.spark.outputs.kafka_transactions import PartWriter
+
+#: a task's rows: a file of files sink ``sink``; a Kafka ``part`` written; an output's
+#: ``rows`` (no file, no part); the tally (``summary``)
+WRITTEN = "sink int, output string, file string, part int, rows long, summary string"
+_WRITTEN = pa.schema([pa.field("sink", pa.int32()), pa.field("output", pa.string()),
+                      pa.field("file", pa.string()), pa.field("part", pa.int32()),
+                      pa.field("rows", pa.int64()), pa.field("summary", pa.string())])
+
+
+def record_columns(index: int) -> tuple[str, str]:
+    """The key and value columns of the ``index``-th Kafka output of the writer's input."""
+    return f"_kafka_key_{index}", f"_kafka_value_{index}"
+
+
+@dataclass(frozen=True)
+class FilesTarget:
+    """A ``sinks.files`` sink whose batch is not committed: its outputs, its staging folder."""
+
+    outputs: frozenset[str]
+    staging: str
+    layout: FileLayout
+
+
+@dataclass(frozen=True)
+class KafkaTarget:
+    """A ``sinks.kafka`` output, the ``index`` of its record columns, its part writer (one
+    part per subtask)."""
+
+    output: str
+    index: int
+    writer: PartWriter
+
+
+@dataclass(frozen=True)
+class SinkTaskWriter:
+    """The ``mapInArrow`` body: one partition's tagged rows into the targets."""
+
+    files: tuple[FilesTarget, ...]
+    kafka: tuple[KafkaTarget, ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        partition = task_partition()
+        received = [b for b in batches if b.num_rows]
+        files = [OutputFiles(t.staging, t.layout, partition) for t in self.files]
+        kafka = {t.output: t for t in self.kafka}
+        parts: dict[tuple[str, int], list[pa.RecordBatch]] = {}
+        rows: dict[str, int] = {}
+        tally = Tally()
+        for batch in received:
+            for name, found in by_output(batch):
+                rows[name] = rows.get(name, 0) + found.num_rows
+                tally.count(name, found)
+                for target, written in zip(self.files, files, strict=True):
+                    if name in target.outputs:
+                        written.add(name, found)
+                if name in kafka:
+                    for subtask, records in _records(found, kafka[name].index):
+                        parts.setdefault((name, subtask), []).append(records)
+        result = [{**row, "sink": index} for index, written in enumerate(files)
+                  for row in written.close()]
+        context = TaskContext.get()
+        for (name, subtask), records in parts.items():
+            writer = kafka[name].writer
+            if not writer.committed_part(subtask, context):
+                result.append({"output": name, "part": subtask,
+                               "rows": writer.write_part(subtask, records)})
+        result.extend({"output": name, "rows": count} for name, count in rows.items())
+        result.append({"summary": tally.encode()})
+        yield pa.RecordBatch.from_pylist(result, schema=_WRITTEN)
+
+
+def _records(rows: pa.RecordBatch, index: int) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``rows`` as ``key``/``value`` batches, per subtask (the runner emits a subtask's rows
+    together; Spark's Arrow batches may hold the end of one and the start of the next)."""
+    key, value = record_columns(index)
+    records = pa.RecordBatch.from_arrays([rows.column(key), rows.column(value)],
+                                         names=["key", "value"])
+    subtasks = rows.column(SUBTASK)
+    for subtask in pc.unique(subtasks).to_pylist():
+        yield subtask, records.filter(pc.equal(subtasks, subtask))
+
+
+def with_subtask(runner: Any) -> Any:
+    """``runner`` (``PartitionedRunner``) as a ``mapInArrow`` body whose tagged batches end
+    with the ``_subtask`` column of the subtask that emitted them."""
+    return _Labelled(runner)
+
+
+@dataclass(frozen=True)
+class _Labelled:
+    runner: Any
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for subtask, outputs in self.runner.by_subtask(batches):
+            for batch in outputs:
+                label = pa.array([subtask] * batch.num_rows, pa.int32())
+                yield pa.RecordBatch.from_arrays([*batch.columns, label],
+                                                 names=[*batch.schema.names, SUBTASK])
