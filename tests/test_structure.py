@@ -24,7 +24,7 @@ PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsc", "_jsq", "_streamingCheckpointMa
                                  "_jsparkSession"})
 # confluent-kafka's documented error codes for librdkafka's local errors carry a leading
 # underscore (KafkaError._PARTITION_EOF: a partition read to its end; _FENCED: a fenced producer)
-KAFKA_ERROR_CODES = frozenset({"_PARTITION_EOF", "_FENCED", "_FATAL"})
+KAFKA_ERROR_CODES = frozenset({"_PARTITION_EOF", "_FENCED", "_FATAL", "_STATE", "_QUEUE_FULL"})
 KNOWN_APIS = NAMEDTUPLE_API | PYSPARK_JVM_HANDLES | KAFKA_ERROR_CODES
 
 

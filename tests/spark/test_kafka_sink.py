@@ -263,6 +263,31 @@ def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafk
                 and r.levelno >= logging.WARNING and "fenced" in r.getMessage()]
 
 
+def test_a_part_whose_cached_producer_was_left_inside_a_transaction_is_written_once(
+        kafka_broker):
+    """A worker's cached producer of part 0 was left inside a transaction it never ended (a
+    commit that timed out under load leaves it so): the next batch's part cannot begin on it
+    (librdkafka's ``_STATE``), so a fresh producer aborts the open transaction and writes the
+    part; a ``read_committed`` reader sees the part once and nothing of the stuck one."""
+    import pyarrow as pa
+
+    from sparkcast.spark.outputs import kafka_transactions as tx
+
+    topic, markers = "stuck-cache", "stuck-cache-markers"
+    kafka_broker.create_topic(topic)
+    kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
+    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+    stuck = tx.producer(settings, "stuck-main-0")
+    stuck.begin_transaction()
+    stuck.produce(topic, value="never")
+    stuck.flush(30)
+    writer = tx.PartWriter(settings, topic, markers, "stuck", "main", 4, 1, frozenset())
+    rows = pa.RecordBatch.from_pydict({"key": [None, None], "value": ["a", "b"]})
+    assert writer.write_part(0, [rows]) == 2
+    assert [r.value for r in kafka_broker.read(topic)] == ["a", "b"]
+    assert tx.read_markers(settings, markers)["stuck/main/0"]["batch"] == 4
+
+
 def test_a_partitioner_in_the_options_wins(kafka_broker):
     """``partitioner`` in the sink's options replaces its murmur2 default: the part writer then
     puts keys where a librdkafka producer with that setting does, and not where the default

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER_ONLY = ("sparkcast.spark.launch", "sparkcast.spark.observe", "sparkcast.spark.planning",
-               "sparkcast.spark.outputs", "sparkcast.spark.tools", "sparkcast.spark.datastream",
+               "sparkcast.spark.outputs.", "sparkcast.spark.tools", "sparkcast.spark.datastream",
                "sparkcast.spark.environment", "sparkcast.monitoring", "sparkcast.apps",
                "sparkcast.cli", "sparkcast.testing")
 COMMON = {"sparkcast.spark", "sparkcast.spark.execution", "sparkcast.spark.execution.encoding",
@@ -142,3 +142,41 @@ def test_the_streamed_paths_task_writer_imports_the_runner_and_the_writer(spark,
         "sparkcast.spark.execution.phases",
         "sparkcast.spark.state.snapshots", "sparkcast.spark.execution.task_writer"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
+
+
+def test_the_pattern_tasks_sink_writer_imports_the_runner_the_files_and_kafka_alone(
+        spark, tmp_path):
+    """What a keyed query whose tasks write Kafka and files ships (``sinks_in_tasks.py``): the
+    runner labelled by subtask, and the writer with its part writer."""
+    from sparkcast.spark.outputs.kafka_transactions import PartWriter
+    from sparkcast.spark.outputs.task_sinks import (
+        FilesTarget,
+        KafkaTarget,
+        SinkTaskWriter,
+        with_subtask,
+    )
+
+    (tmp_path / "events").mkdir()
+    (tmp_path / "rules").mkdir()
+    events = spark.readStream.schema("k string, n long").json(str(tmp_path / "events"))
+    rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
+    result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
+              .process(Count(), "k string, seen long"))
+    runner = PartitionedRunner(result.plan.for_workers(), 0, None, None, [], "never", {},
+                               Clocks(None, 0), (str(tmp_path / "keyed"), "store"), "{}")
+    layout = file_layout(spark, tagged_schema(result.plan.output_schema, LongType()), "parquet")
+    assert layout is not None
+    part = PartWriter({}, "out", "markers", "q", "main", 0, 2, frozenset(), "subtask")
+    writer = SinkTaskWriter((FilesTarget(frozenset(["dead_letters"]), "staging", layout),),
+                            (KafkaTarget("main", 0, part),))
+    modules = _imported_by_a_worker((with_subtask(runner), writer), tmp_path)
+    assert _spark_modules(modules) == COMMON | STATE | {
+        "sparkcast.spark.execution.partitioned", "sparkcast.spark.execution.routing",
+        "sparkcast.spark.execution.stateless", "sparkcast.spark.execution.streamed",
+        "sparkcast.spark.execution.phases", "sparkcast.spark.execution.task_writer",
+        "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
+        "sparkcast.spark.state.store_backend", "sparkcast.spark.outputs",
+        "sparkcast.spark.outputs.task_sinks", "sparkcast.spark.outputs.kafka_transactions"}
+    assert not [m for m in modules if m.startswith(DRIVER_ONLY)
+                and m not in ("sparkcast.spark.outputs.task_sinks",
+                              "sparkcast.spark.outputs.kafka_transactions")]

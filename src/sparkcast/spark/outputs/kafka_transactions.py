@@ -205,13 +205,13 @@ class PartWriter:
 
     def write_part(self, part: int, batches: list[pa.RecordBatch]) -> int:
         """The part's ``key``/``value`` rows in one transaction with its marker; once more with
-        a fresh producer if this worker's was fenced."""
+        a fresh producer if this worker's was fenced or left stuck in an earlier transaction."""
         transactional_id = self._transactional_id(part)
         try:
             return self._transaction(producer(self.settings, transactional_id), part, batches)
         except client().KafkaException as error:
             _PRODUCERS.pop(transactional_id, None)
-            if not _fenced(error):
+            if not _fenced(error) and not _stuck(error):
                 raise self._failed(part, error) from error
         try:
             return self._transaction(producer(self.settings, transactional_id, fresh=True),
@@ -259,6 +259,16 @@ def _abort(kafka_producer: Any) -> None:
         kafka_producer.abort_transaction(60)
     except Exception:  # a fenced or fatal producer cannot abort; fencing aborts for it
         pass
+
+
+def _stuck(error: Any) -> bool:
+    """A cached producer left where it cannot begin this part's transaction: an earlier
+    transaction that needs an abort, or one whose commit or abort never completed (librdkafka's
+    local ``_STATE``, "Operation not valid in state ..."). A fresh producer of the id aborts
+    what it left open (``init_transactions``) and writes the part."""
+    kafka_error = error.args[0] if error.args else None
+    return bool(kafka_error is not None and (
+        kafka_error.txn_requires_abort() or kafka_error.code() == client().KafkaError._STATE))
 
 
 def _fenced(error: Any) -> bool:
