@@ -13,7 +13,10 @@ rows on a topic of their own, both read by Spark's Kafka source, ``availableNow`
   broadcast variable, ``mapInPandas``, Spark's Kafka sink (at least once);
 * ``sparkcast → Spark's sink``: ``EnrichBatch`` (``process_batch``) over both topics, the main
   output written by Spark's Kafka sink from a user's sink (at least once);
-* ``sparkcast → sinks.kafka``: the same with sparkcast's exactly-once Kafka sink.
+* ``sparkcast → sinks.kafka``: the same with sparkcast's exactly-once Kafka sink;
+* the same two keyed by ``key`` (``KeyedEnrich`` per element, the engine by subtask): through
+  Spark's sink from a user's sink the driver writes, and into ``sinks.kafka``, which the
+  pattern's own tasks write (``outputs/sinks_in_tasks.py``).
 
 Latency (``kafka_latency.py``): the job a Spark user writes by hand (a stream-static join with
 the versions topic, Spark's Kafka sink), sparkcast's keyed job into ``sinks.kafka`` and the same
@@ -41,7 +44,7 @@ sys.path.insert(0, str(HERE))
 import logic  # noqa: E402
 from kafka_latency import LATENCY_JOBS, PEER, latency, latency_table  # noqa: E402
 from kafka_topics import parsed, produce  # noqa: E402
-from spark_systems import DIM, EnrichBatch  # noqa: E402
+from spark_systems import DIM, EnrichBatch, KeyedEnrich  # noqa: E402
 
 from sparkcast.testing.kafka import KafkaBroker  # noqa: E402
 
@@ -111,15 +114,18 @@ def hand_written(spark, broker: KafkaBroker, source: str, out: str, base: Path, 
 
 
 def sparkcast_job(spark, broker: KafkaBroker, source: str, out: str, base: Path,
-                  per_batch: int, exactly_once: bool):
+                  per_batch: int, exactly_once: bool, keyed: bool = False):
+    """W1 over both topics: ``EnrichBatch`` (``process_batch``), or ``keyed``, ``KeyedEnrich``
+    per element keyed by ``key`` (the engine by subtask, whose tasks write ``sinks.kafka``)."""
     from sparkcast import sinks
     from sparkcast.spark import Stream
 
     events = parsed(spark, broker, source, EVENTS_SCHEMA,
                     {"maxOffsetsPerTrigger": per_batch}).select("key", "amount")
     dim = parsed(spark, broker, "dim", DIM_SCHEMA).select("key", "weight")
-    result = Stream(events).connect(Stream(dim).broadcast(DIM)).process(
-        EnrichBatch(), "key int, value double", parallelism=2)
+    stream = Stream(events).key_by("key") if keyed else Stream(events)
+    result = stream.connect(Stream(dim).broadcast(DIM)).process(
+        KeyedEnrich() if keyed else EnrichBatch(), "key int, value double", parallelism=2)
     main = (sinks.kafka(broker.bootstrap, out, parallelism=2) if exactly_once
             else SparkKafkaSink(broker.bootstrap, out))
     return result.write_stream(checkpoint_location=str(base), trigger={"availableNow": True},
@@ -142,6 +148,12 @@ def throughput(spark, broker: KafkaBroker, mode: dict, scratch: Path) -> dict:
         "sparkcast → sinks.kafka (exactly once)":
             lambda base, out: sparkcast_job(spark, broker, "tx", out, base, mode["per_batch"],
                                             True),
+        "sparkcast keyed → Spark's Kafka sink (at least once, a user's sink on the driver)":
+            lambda base, out: sparkcast_job(spark, broker, "tx", out, base, mode["per_batch"],
+                                            False, keyed=True),
+        "sparkcast keyed → sinks.kafka (exactly once, written by the pattern's tasks)":
+            lambda base, out: sparkcast_job(spark, broker, "tx", out, base, mode["per_batch"],
+                                            True, keyed=True),
     }
     rates: dict[str, list[float]] = {name: [] for name in systems}
     order = list(systems.items())
@@ -168,7 +180,7 @@ def table(mode_name: str, rates: dict, runs: list[dict]) -> str:
 
 def throughput_table(sizes: dict, rates: dict) -> list[str]:
     names = list(rates)
-    hand, spark_sink, exactly = (rates[n] for n in names)
+    hand, spark_sink, exactly, keyed_spark, keyed_exactly = (rates[n] for n in names)
     return [f"Throughput: {sizes['events']:,} events on a 4-partition topic, "
             f"{sizes['per_batch']:,} per micro-batch (`availableNow`), {sizes['keys']:,} "
             f"dimension rows on a topic of their own, the best of {sizes['repeats']} "
@@ -178,7 +190,11 @@ def throughput_table(sizes: dict, rates: dict) -> list[str]:
             f"| {names[1]} | {spark_sink:,.0f} | {spark_sink / hand:.2f}x the hand-written job "
             "(target ≥ 0.9x) |",
             f"| {names[2]} | {exactly:,.0f} | {exactly / spark_sink:.2f}x sparkcast with "
-            "Spark's sink (target ≥ 0.9x) |"]
+            "Spark's sink (target ≥ 0.9x) |",
+            f"| {names[3]} | {keyed_spark:,.0f} | {keyed_spark / hand:.2f}x the hand-written "
+            "job (keyed: a shuffle by key and state per element) |",
+            f"| {names[4]} | {keyed_exactly:,.0f} | {keyed_exactly / keyed_spark:.2f}x sparkcast "
+            "keyed with Spark's sink (target ≥ 0.9x) |"]
 
 
 def machine() -> str:

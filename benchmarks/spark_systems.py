@@ -67,6 +67,14 @@ class Enrich(BroadcastProcessFunction):
         ctx.get_broadcast_state(DIM).put(value.key, value.weight)
 
 
+class KeyedEnrich(KeyedBroadcastProcessFunction):
+    """W1's enrichment keyed by its key: the same rows, on the engine by subtask (the Kafka
+    benchmark's keyed throughput rows, whose outputs the pattern's tasks may write)."""
+
+    process_element = Enrich.process_element
+    process_broadcast_element = Enrich.process_broadcast_element
+
+
 class EnrichBatch(Enrich):
     def process_batch(self, batch, ctx):
         import pandas as pd

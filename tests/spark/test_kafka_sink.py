@@ -288,6 +288,30 @@ def test_a_part_whose_cached_producer_was_left_inside_a_transaction_is_written_o
     assert tx.read_markers(settings, markers)["stuck/main/0"]["batch"] == 4
 
 
+def test_a_part_larger_than_the_producers_queue_is_written_whole_and_in_order(kafka_broker):
+    """The part writer produces in chunks (``produce_batch``); a local queue of 1,000 records
+    refuses most of each 10,000-record chunk, and the refused records go again once
+    deliveries drain it: every record once, each key's records in order."""
+    import pyarrow as pa
+
+    from sparkcast.spark.outputs import kafka_transactions as tx
+
+    topic, markers = "small-queue", "small-queue-markers"
+    kafka_broker.create_topic(topic, partitions=3)
+    kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
+    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap,
+                                       "queue.buffering.max.messages": "1000"})
+    writer = tx.PartWriter(settings, topic, markers, "small", "main", 0, 1, frozenset())
+    keys = [f"k{i % 7}" for i in range(25_000)]
+    rows = pa.RecordBatch.from_pydict({"key": keys, "value": [str(i) for i in range(25_000)]})
+    assert writer.write_part(0, [rows]) == 25_000
+    by_key: dict[str, list[int]] = {}
+    for record in kafka_broker.read(topic):
+        by_key.setdefault(record.key, []).append(int(record.value))
+    assert sorted(n for values in by_key.values() for n in values) == list(range(25_000))
+    assert all(values == sorted(values) for values in by_key.values())
+
+
 def test_a_partitioner_in_the_options_wins(kafka_broker):
     """``partitioner`` in the sink's options replaces its murmur2 default: the part writer then
     puts keys where a librdkafka producer with that setting does, and not where the default
