@@ -127,7 +127,11 @@ def _static(plan: RuntimePlan) -> str:
 
 
 def _outputs(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:
-    if plan.per_batch_driver:
+    if plan.per_batch_driver and plan.by_subtask:
+        how = ("write_stream: Parquet files written by the tasks, committed by batch id; "
+               "sinks=: Kafka and files written by the pattern's tasks where every sink is "
+               "one of them, else each micro-batch's typed frame, as foreach_batch")
+    elif plan.per_batch_driver:
         how = ("write_stream: Parquet files written by the tasks, committed by batch id; "
                "sinks=/foreach_batch: each micro-batch's typed frame")
     else:
