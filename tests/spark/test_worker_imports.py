@@ -105,16 +105,22 @@ def test_the_streamed_paths_worker_imports_the_runner_and_snapshots(spark, tmp_p
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
 
 
-def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spark, tmp_path):
+def _keyed_runner(spark, tmp_path):
+    """A keyed counter over two file streams, and the runner its subtasks ship."""
     (tmp_path / "events").mkdir()
     (tmp_path / "rules").mkdir()
     events = spark.readStream.schema("k string, n long").json(str(tmp_path / "events"))
     rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
     result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
               .process(Count(), "k string, seen long"))
-    assert kind_of(result) == "partitioned"
     runner = PartitionedRunner(result.plan.for_workers(), 0, None, None, [], "never", {},
                                Clocks(None, 0), (str(tmp_path / "keyed"), "store"), "{}")
+    return result, runner
+
+
+def test_the_partitioned_paths_worker_imports_the_runner_and_the_keyed_store(spark, tmp_path):
+    result, runner = _keyed_runner(spark, tmp_path)
+    assert kind_of(result) == "partitioned"
     modules = _imported_by_a_worker(runner, tmp_path)
     assert _spark_modules(modules) == COMMON | STATE | {
         "sparkcast.spark.execution.partitioned", "sparkcast.spark.execution.routing",
@@ -156,14 +162,7 @@ def test_the_pattern_tasks_sink_writer_imports_the_runner_the_files_and_kafka_al
         with_subtask,
     )
 
-    (tmp_path / "events").mkdir()
-    (tmp_path / "rules").mkdir()
-    events = spark.readStream.schema("k string, n long").json(str(tmp_path / "events"))
-    rules = spark.readStream.schema("name string, limit long").json(str(tmp_path / "rules"))
-    result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
-              .process(Count(), "k string, seen long"))
-    runner = PartitionedRunner(result.plan.for_workers(), 0, None, None, [], "never", {},
-                               Clocks(None, 0), (str(tmp_path / "keyed"), "store"), "{}")
+    result, runner = _keyed_runner(spark, tmp_path)
     layout = file_layout(spark, tagged_schema(result.plan.output_schema, LongType()), "parquet")
     assert layout is not None
     part = PartWriter({}, "out", "markers", "q", "main", 0, 2, frozenset(), "subtask")

@@ -10,7 +10,9 @@ the data columns without ``_tag``). It returns only small rows (:data:`WRITTEN`)
 (output, path under the staging folder, rows) and one per task with what the observation would
 count (dead letters per callback, the first one, the ``_metrics`` payloads). The driver commits
 the files the successful attempts reported (``state/commit_log.py``), so a failed or
-speculative attempt's files are never published.
+speculative attempt's files are never published. The files of one attempt
+(:class:`OutputFiles`), the split by output (``by_output``) and the counts (:class:`Tally`)
+also serve ``sinks.files`` where the pattern's tasks write the sinks (``outputs/task_sinks.py``).
 
 Each file's footer carries the Spark schema (``org.apache.spark.sql.parquet.row.metadata``) and
 the writing Spark version, as Spark's own writer puts them: Spark's reader (and so

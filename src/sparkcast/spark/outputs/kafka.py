@@ -135,24 +135,17 @@ class KafkaWriter:
         """The writer of the parts of ``output``'s batch that Kafka does not have (None: it
         has them all)."""
         marker_topic, markers = self.run()[output]
-        parts = self._parts(sink)
+        if self.by_subtask and self.subtasks is not None:
+            recorded, parts = self.subtasks, malformed_part(self.subtasks) + 1
+        else:
+            recorded = parts = sink.parallelism
         prefix = self._prefix(sink)
-        committed = frozenset(p for p in range(parts + self._extra)
+        committed = frozenset(p for p in range(parts)
                               if markers.get(marker_key(prefix, output, p), -1) >= batch_id)
-        if len(committed) == parts + self._extra:
+        if len(committed) == parts:
             return None  # a replay of a batch Kafka has in full
         return PartWriter(sink.settings, sink.topic, marker_topic, prefix, output, batch_id,
-                          parts, committed, self._by)
-
-    def _parts(self, sink: KafkaSink) -> int:
-        """The parts a checkpoint keeps: the sink's parallelism, or the pattern's subtasks."""
-        return self.subtasks if self.subtasks is not None and self.by_subtask else sink.parallelism
-
-    @property
-    def _extra(self) -> int:
-        """Parts beyond the recorded ones: by subtask, one more (``MALFORMED_PART``) for the
-        dead letters of malformed input rows, which are in no subtask."""
-        return 1 if self.by_subtask else 0
+                          recorded, committed, self._by)
 
     def written(self, sink: KafkaSink, output: str, batch_id: int, parts: list[int]) -> None:
         """Record the parts of ``output``'s batch that were committed."""
@@ -190,7 +183,9 @@ class KafkaWriter:
         for output, sink in self.sinks:
             ensure_topic(sink.settings, chosen[output],
                          f"output {output!r}, sink {sink.describe()}")
-            for part in range(max(sink.parallelism, malformed_part(self.subtasks or -1) + 1)):
+            may_write = sink.parallelism if self.subtasks is None else max(
+                sink.parallelism, malformed_part(self.subtasks) + 1)  # either way's parts
+            for part in range(may_write):
                 fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}")
         read: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         for output, sink in self.sinks:
@@ -220,7 +215,8 @@ def _records(frame: DataFrame, key: str | None, schema: Avro | None) -> DataFram
 
 
 def malformed_part(subtasks: int) -> int:
-    """By subtask, the part of the dead letters of malformed input rows: after the subtasks'."""
+    """By subtask, the part of the dead letters of malformed input rows, which are in no
+    subtask: the one after the subtasks' (markers record ``subtasks`` parts, not this one)."""
     return subtasks
 
 

@@ -34,7 +34,7 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from sparkcast.spark.execution.phases import phase
-from sparkcast.spark.execution.task_writer import Tally
+from sparkcast.spark.execution.task_writer import FileLayout, Tally
 from sparkcast.spark.layout import SUBTASK
 from sparkcast.spark.observe.listener import listen
 from sparkcast.spark.outputs import batch_driver
@@ -98,7 +98,7 @@ class SinksInTasks:
         self.observation = observation
         self.query_name = query_name
         self.in_tasks: bool | None = None  # known at the first batch
-        self.layouts: dict[str, Any] = {}
+        self.layouts: dict[str, FileLayout | None] = {}  # by files sink's path
 
     def committed(self, batch_id: int) -> bool:
         return False  # the sinks tell a replay themselves
@@ -172,18 +172,21 @@ class SinksInTasks:
                 continue
             staging = log.staging(batch_id)
             storage.delete(staging)
-            found.append(_Files(log, staging, FilesTarget(frozenset(names), staging,
-                                                          self.layouts[sink.path])))
+            layout = self.layouts[sink.path]
+            assert layout is not None  # the tasks write only where every layout is known
+            found.append(_Files(log, staging, FilesTarget(frozenset(names), staging, layout)))
         return found
 
     def _record_columns(self, targets: list[KafkaTarget]) -> list[Column]:
         """Each Kafka output's record key and value, on its rows (null on the others)."""
         columns = []
+        sinks = dict(self.writer.kafka)
         for target in targets:
-            sink: KafkaSink = dict(self.writer.kafka)[target.output]
+            sink = sinks[target.output]
             rows, typed = typed_row(self.plan, target.output)
-            value = encoded(F.struct(*typed), sink.schema)
-            key = (F.struct(*typed).getField(sink.key).cast("string") if sink.key is not None
+            record = F.struct(*typed)
+            value = encoded(record, sink.schema)
+            key = (record.getField(sink.key).cast("string") if sink.key is not None
                    else F.lit(None).cast("string"))
             key_name, value_name = record_columns(target.index)
             columns += [F.when(rows, key).alias(key_name), F.when(rows, value).alias(value_name)]

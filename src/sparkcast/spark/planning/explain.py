@@ -9,6 +9,7 @@ from sparkcast.api.options import HOLD_OVERFLOW
 from sparkcast.core.records import DEAD_LETTERS
 from sparkcast.spark.plan import BroadcastSide, Engine, RuntimePlan
 from sparkcast.spark.planning.choice import Choice
+from sparkcast.spark.planning.shapes import outputs_in_tasks
 
 _OPERATOR_MAIN = ("packed into Arrow blobs by a mapInArrow, shuffled by subtask, run by one "
                   "transformWithStateInPandas operator")
@@ -127,7 +128,7 @@ def _static(plan: RuntimePlan) -> str:
 
 
 def _outputs(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:
-    if plan.per_batch_driver and plan.by_subtask:
+    if outputs_in_tasks(plan):
         how = ("write_stream: Parquet files written by the tasks, committed by batch id; "
                "sinks=: Kafka and files written by the pattern's tasks where every sink is "
                "one of them, else each micro-batch's typed frame, as foreach_batch")

@@ -6,8 +6,8 @@ is the query around it (``RuntimePlan.in_place``, ``per_batch_driver``, ``by_sub
 ``clocked``; the table in docs/architecture.md). The tagged frame Spark computes for the
 operator and the micro-batch engine in place is built in ``frames.py``; here are the rest:
 which of two ways a query of ours runs, the driver's per-batch work of a ``foreachBatch``
-query, the writer of its input, whether computing the frame commits state, and the state its
-checkpoint may hold.
+query, whether the pattern's tasks can write its sinks, the writer of its input, whether
+computing the frame commits state, and the state its checkpoint may hold.
 """
 
 from __future__ import annotations
