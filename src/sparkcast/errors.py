@@ -74,7 +74,8 @@ class ArgumentTypeError(SparkcastError, TypeError):
 
 
 class MissingKeyError(SparkcastError, KeyError):
-    """``row["field"]`` where there is no such field; a ``KeyError``, as the mapping protocol
+    """``row["field"]`` where there is no such field, or ``outputs["name"]`` of
+    ``foreach_batch`` where there is no such output; a ``KeyError``, as the mapping protocol
     requires. (``state[key]`` of map and broadcast state is ``get(key)``, as in PyFlink.)"""
 
 

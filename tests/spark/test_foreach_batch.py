@@ -73,3 +73,24 @@ def test_every_output_one_query_and_a_replay_gives_identical_frames(spark, tmp_p
                               else (row["id"], row["scaled"])] += 1
     want = pipeline.expected(kind)
     assert written == want
+
+
+def test_a_function_reading_only_the_main_output_gets_it_whole(spark, tmp_path):
+    """The outputs are built as the function reads them: reading "main" alone gives every main
+    row, and the mapping still names every output (and refuses one the pipeline lacks)."""
+    pipeline.write_inputs(tmp_path)
+    seen: list[tuple[list[str], bool]] = []
+    main: Counter = Counter()
+
+    def only_main(outputs, _batch_id):
+        seen.append((list(outputs), "nope" in outputs))
+        main.update((r["id"], r["scaled"]) for r in outputs["main"].collect())
+        with pytest.raises(KeyError, match="nope"):
+            outputs["nope"]
+
+    query = pipeline.build(spark, tmp_path, "streamed").foreach_batch(
+        only_main, str(tmp_path / "checkpoint"), trigger={"availableNow": True})
+    query.awaitTermination()
+    assert seen and all(names == ["main", "big", "dead_letters"] and not absent
+                        for names, absent in seen)
+    assert main == pipeline.expected("streamed")["main"]

@@ -17,7 +17,7 @@ start a Spark job to write nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -31,12 +31,12 @@ from sparkcast.spark.outputs import batch_driver
 from sparkcast.spark.outputs.batch_driver import Batch
 from sparkcast.spark.outputs.file_writer import report
 from sparkcast.spark.outputs.sinks import TaggedOutputs, prepare_checkpoint
-from sparkcast.spark.outputs.typed import empty_outputs, split
+from sparkcast.spark.outputs.typed import Outputs, empty_outputs
 from sparkcast.spark.planning.shapes import state_in_frame
 
 #: ``(tagged, {output: typed frame}, batch_id, outputs known to hold no rows)``: what a
 #: consumer of the query gets per batch
-Consumer = Callable[[DataFrame, dict[str, DataFrame], int, frozenset[str]], None]
+Consumer = Callable[[DataFrame, Mapping[str, DataFrame], int, frozenset[str]], None]
 
 
 class TypedFrames:
@@ -65,7 +65,7 @@ class TypedFrames:
                 with phase(self.plan.spark, "the pattern, its outputs counted"):
                     tagged.count()  # the observation's counts, reported after the consumer
                 empty = empty_outputs(counts.get, self.plan)
-            self.consumer(tagged, split(tagged, self.plan), batch.batch_id, empty)
+            self.consumer(tagged, Outputs(tagged, self.plan), batch.batch_id, empty)
 
     @contextmanager
     def _tagged(self, batch: Batch) -> Iterator[tuple[DataFrame, Observation | None]]:

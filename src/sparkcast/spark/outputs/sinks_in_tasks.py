@@ -25,6 +25,7 @@ would).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,7 +73,7 @@ class SinkWriter(Protocol):
     @property
     def query_id(self) -> str: ...
 
-    def __call__(self, tagged: DataFrame, frames: dict[str, DataFrame], batch_id: int,
+    def __call__(self, tagged: DataFrame, frames: Mapping[str, DataFrame], batch_id: int,
                  empty: frozenset[str]) -> None:
         """Write the batch from the driver (``batch_outputs.Consumer``)."""
 

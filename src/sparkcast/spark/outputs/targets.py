@@ -24,6 +24,7 @@ kept for a checkpoint whose Kafka parts the driver wrote.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -358,7 +359,7 @@ class SinkWriter:
             self._query_id = str(metadata["id"])
         return self._query_id
 
-    def __call__(self, tagged: DataFrame, frames: dict[str, DataFrame], batch_id: int,
+    def __call__(self, tagged: DataFrame, frames: Mapping[str, DataFrame], batch_id: int,
                  empty: frozenset[str]) -> None:
         """Write the batch; ``empty``: outputs known to hold no rows, which the files, JDBC and
         Kafka sinks commit without a Spark job (the user's sinks and Delta are still called)."""
@@ -395,7 +396,7 @@ class SinkWriter:
                 raise _failed(names, sink, error) from error
         return staged
 
-    def _stage_jdbc(self, frames: dict[str, DataFrame], batch_id: int, empty: frozenset[str]
+    def _stage_jdbc(self, frames: Mapping[str, DataFrame], batch_id: int, empty: frozenset[str]
                     ) -> list[tuple[Database, list[tuple[str, JdbcSink]]]]:
         pending = []
         for group in self.jdbc.values():
@@ -418,7 +419,7 @@ class SinkWriter:
         return pending
 
     def _commit_jdbc(self, database: Database, group: list[tuple[str, JdbcSink]],
-                     frames: dict[str, DataFrame], batch_id: int, empty: frozenset[str]
+                     frames: Mapping[str, DataFrame], batch_id: int, empty: frozenset[str]
                      ) -> None:
         """ONE transaction: every output's staged rows into its table (the ``empty`` ones
         staged nothing), the batch into the ledger; a batch already in the ledger (a
