@@ -56,18 +56,19 @@ def delta(path: str | None = None, *, table: str | None = None,
 
 
 def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
-          options: Mapping[str, Any] | None = None, parallelism: int = 4,
+          options: Mapping[str, Any] | None = None, parallelism: int | None = None,
           marker_topic: str | None = None,
           transactional_id_prefix: str | None = None, schema: Avro | None = None) -> KafkaSink:
     """Produce each row to ``topic`` as a JSON object of its columns, or with
     ``schema=Avro(...)`` as an Avro record of them, plain or in Confluent's wire format
     (``key``: the column whose text is the record key), exactly once for consumers with
     ``isolation.level=read_committed``:
-    every micro-batch is written in ``parallelism`` Kafka transactions (one per part, rows split
-    by key), each with a marker on ``marker_topic`` that makes a replay skip what was committed
-    (by default the query's own, ``_sparkcast_markers-<query id>``, so no other query's open
-    transaction holds up its start; a keyed record goes to the partition a Java producer puts
-    its key in).
+    every micro-batch is written in ``parallelism`` Kafka transactions (default 4; one per
+    part, rows split by key; where the pattern's own tasks write the outputs, one per subtask,
+    and a ``parallelism`` given is logged as not applying), each with a marker on
+    ``marker_topic`` that makes a replay skip what was committed (by default the query's own,
+    ``_sparkcast_markers-<query id>``, so no other query's open transaction holds up its
+    start; a keyed record goes to the partition a Java producer puts its key in).
     ``options`` are librdkafka settings (``security.protocol``, ``sasl.*``, ...; Spark's
     ``kafka.`` prefix accepted), never shown in a message. The topic must exist; the marker
     topic is created (compacted) at the first batch if it does not, and recorded in the

@@ -36,8 +36,8 @@ def _topics(broker, name):
     return topics
 
 
-def _kafka_sinks(broker, topics, **extra):
-    return {output: sinks.kafka(broker.bootstrap, topic, parallelism=3, **extra)
+def _kafka_sinks(broker, topics, parallelism=3, **extra):
+    return {output: sinks.kafka(broker.bootstrap, topic, parallelism=parallelism, **extra)
             for output, topic in topics.items()}
 
 
@@ -472,11 +472,13 @@ def test_a_keyed_querys_own_tasks_write_its_kafka_and_files_outputs_in_one_job(
     tasks write the outputs: one Spark job a batch besides the broadcast rows' (no sink job,
     no count over a persisted frame), each subtask's rows of an output in one transaction
     (markers by subtask, one part per subtask), the dead letters of malformed lines in one more
-    part. Every output equals the harness, the batch's counts reach the progress, and a replay
-    of a batch Kafka committed writes nothing twice."""
+    part. Every output equals the harness, the batch's counts reach the progress, a sink's
+    parallelism (which the subtasks replace) is logged as not applying, and a replay of a batch
+    Kafka committed writes nothing twice."""
     topics = _topics(kafka_broker, "in-tasks")
     del topics["big"]
-    chosen = {**_kafka_sinks(kafka_broker, topics), "big": sinks.files(str(tmp_path / "big"))}
+    chosen = {**_kafka_sinks(kafka_broker, topics, parallelism=5),
+              "big": sinks.files(str(tmp_path / "big"))}
     pipeline.write_inputs(tmp_path, [0, 1])
     warned = "micro-batch 1: 2 dead letter(s) (input 1, process_element 1)"
     with caplog.at_level("WARNING", logger="sparkcast"):
@@ -487,6 +489,8 @@ def test_a_keyed_querys_own_tasks_write_its_kafka_and_files_outputs_in_one_job(
             time.sleep(0.1)
     assert query.exception() is None
     assert warned in caplog.text  # the counts the tasks took reached the listener
+    assert ("output 'main', sink kafka(" in caplog.text
+            and "parallelism=5 does not apply: the pattern's 3 subtasks" in caplog.text)
     assert set(_phases(spark, query)) == {"the pattern, its outputs written by its tasks",
                                           "broadcast rows"}
     markers = _markers(kafka_broker, tmp_path / "checkpoint")

@@ -53,6 +53,8 @@ from sparkcast.spark.outputs.kafka_values import check_avro, encoded
 
 #: the frame each part writer reads: the record key and value, the emission order
 _ORDER = "_sparkcast_order"
+#: the parts a batch's rows are split into by key on the driver, unless the sink says
+DEFAULT_PARTS = 4
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class KafkaSink:
     topic: str
     key: str | None = None
     options: dict[str, str] = field(default_factory=dict, hash=False, repr=False)
-    parallelism: int = 4
+    parallelism: int | None = None  # None: DEFAULT_PARTS where the driver splits the rows
     marker_topic: str | None = None  # None: the query's own (kafka_markers.py)
     transactional_id_prefix: str | None = None
     schema: Avro | None = None
@@ -77,6 +79,11 @@ class KafkaSink:
     def settings(self) -> dict[str, Any]:
         return {**librdkafka_settings(self.options), "bootstrap.servers": self.bootstrap_servers}
 
+    @property
+    def parts(self) -> int:
+        """The parts the driver splits each batch's rows into, by key."""
+        return DEFAULT_PARTS if self.parallelism is None else self.parallelism
+
     def check(self, output: str, schema: StructType, spark: Any) -> None:
         """The key column exists, an Avro schema takes the output's columns, the topic exists
         (the marker topic is made, if missing, at the first batch: a query's own is named by
@@ -85,7 +92,7 @@ class KafkaSink:
         if self.key is not None and self.key not in schema.fieldNames():
             raise SinkError(f"{where}: key column {self.key!r} is not a column of the output "
                             f"({schema.simpleString()})")
-        if self.parallelism < 1:
+        if self.parallelism is not None and self.parallelism < 1:
             raise SinkError(f"{where}: parallelism must be at least 1")
         if self.schema is not None:
             check_avro(where, self.schema, schema, spark)
@@ -138,7 +145,7 @@ class KafkaWriter:
         if self.by_subtask and self.subtasks is not None:
             recorded, parts = self.subtasks, malformed_part(self.subtasks) + 1
         else:
-            recorded = parts = sink.parallelism
+            recorded = parts = sink.parts
         prefix = self._prefix(sink)
         committed = frozenset(p for p in range(parts)
                               if markers.get(marker_key(prefix, output, p), -1) >= batch_id)
@@ -164,7 +171,7 @@ class KafkaWriter:
         writer = self.part_writer(sink, output, batch_id)
         if writer is None:
             return
-        written = (_records(frame, sink.key, sink.schema).repartition(sink.parallelism, "part_by")
+        written = (_records(frame, sink.key, sink.schema).repartition(sink.parts, "part_by")
                    .sortWithinPartitions(_ORDER).select("key", "value")
                    .mapInArrow(writer, "part int, records long").collect())
         self.written(sink, output, batch_id, [row["part"] for row in written])
@@ -183,8 +190,8 @@ class KafkaWriter:
         for output, sink in self.sinks:
             ensure_topic(sink.settings, chosen[output],
                          f"output {output!r}, sink {sink.describe()}")
-            may_write = sink.parallelism if self.subtasks is None else max(
-                sink.parallelism, malformed_part(self.subtasks) + 1)  # either way's parts
+            may_write = sink.parts if self.subtasks is None else max(
+                sink.parts, malformed_part(self.subtasks) + 1)  # either way's parts
             for part in range(may_write):
                 fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}")
         read: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -237,7 +244,7 @@ def _refuse_other_parts(sink: KafkaSink, output: str, markers: dict[str, dict[st
                         "driver writes), so a replay would split them differently: keep the "
                         "query's sinks, or start a new checkpoint")
     recorded = {record["parts"] for record in markers.values()}
-    parts = subtasks if by == PARTS_BY_SUBTASK else sink.parallelism
+    parts = subtasks if by == PARTS_BY_SUBTASK else sink.parts
     if recorded - {parts}:
         asked = (f"the pattern now has {parts} subtasks" if by == PARTS_BY_SUBTASK
                  else f"the sink now asks parallelism={parts}")

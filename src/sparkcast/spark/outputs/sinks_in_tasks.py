@@ -37,7 +37,7 @@ from pyspark.sql.types import IntegerType, StructField, StructType
 from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.execution.task_writer import FileLayout, Tally
 from sparkcast.spark.layout import SUBTASK
-from sparkcast.spark.observe.listener import listen
+from sparkcast.spark.observe.listener import listen, log
 from sparkcast.spark.outputs import batch_driver
 from sparkcast.spark.outputs.batch_driver import Batch, BatchConsumer
 from sparkcast.spark.outputs.batch_outputs import TypedFrames
@@ -124,7 +124,18 @@ class SinksInTasks:
                             self.plan.parallelism if able else None)
         self.writer.kafka_writer = kafka
         self.layouts = layouts
+        if able and kafka.by_subtask:
+            self._warn_parallelism()
         return able and kafka.by_subtask
+
+    def _warn_parallelism(self) -> None:
+        """A Kafka sink's ``parallelism`` other than the subtasks' does not apply here."""
+        for output, sink in self.writer.kafka:
+            if sink.parallelism not in (None, self.plan.parallelism):
+                log.warning(f"output {output!r}, sink {sink.describe()}: parallelism="
+                            f"{sink.parallelism} does not apply: the pattern's "
+                            f"{self.plan.parallelism} subtasks write its rows, one Kafka "
+                            "transaction per subtask and micro-batch (docs/sinks.md)")
 
     def _write(self, batch: Batch) -> None:
         spark = self.plan.spark
