@@ -4,9 +4,10 @@ frames consumer of the ``foreachBatch`` driver (``batch_driver.py``), on either 
 The batch's tagged frame (``layout.py``) is the query's input on the operator engine and the
 micro-batch engine in place; where the micro-batch engine's driver works per micro-batch,
 ``execution/streamed.py`` builds it (broadcast applied once on the driver, main rows in one
-``mapInArrow``). The frame is split into the typed outputs (``typed.py``). With ``persist`` (the
-sinks' writer, which writes every output) it is persisted for the batch, as Spark recomputes an
-unpersisted ``foreachBatch`` frame from the sources at each action; ``foreach_batch`` leaves
+``mapInArrow``). The frame is split into the typed outputs (``typed.Outputs``, each built
+when the consumer first reads it). With ``persist`` (the sinks' writer, which writes every
+output) it is persisted for the batch, as Spark recomputes an unpersisted ``foreachBatch``
+frame from the sources at each action; ``foreach_batch`` leaves
 that to the user's function (one action, one computation), except on the operator engine,
 where the frame is always persisted and materialised, even if the consumer reads nothing: the
 stateful operator must run each batch exactly once to commit its state. Where the batch's

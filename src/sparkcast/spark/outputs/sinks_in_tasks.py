@@ -124,9 +124,10 @@ class SinksInTasks:
                             self.plan.parallelism if able else None)
         self.writer.kafka_writer = kafka
         self.layouts = layouts
-        if able and kafka.by_subtask:
+        in_tasks = able and kafka.by_subtask
+        if in_tasks:
             self._warn_parallelism()
-        return able and kafka.by_subtask
+        return in_tasks
 
     def _warn_parallelism(self) -> None:
         """A Kafka sink's ``parallelism`` other than the subtasks' does not apply here."""
