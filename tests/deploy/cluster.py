@@ -24,7 +24,7 @@ import pyspark
 
 import sparkcast
 from sparkcast.spark.launch.java import ensure_java
-from tests.deploy.conftest import free_port
+from sparkcast.testing.ports import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 EXECUTOR_CLASS = "CoarseGrainedExecutorBackend"

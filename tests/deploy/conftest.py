@@ -3,17 +3,12 @@ and one Spark standalone cluster for the run."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from sparkcast.testing.ports import free_port
 
 
 @pytest.fixture(scope="session")

@@ -34,6 +34,7 @@ from typing import Any
 
 from sparkcast.errors import BrokerError, MissingDependencyError
 from sparkcast.jvm import jars_folder
+from sparkcast.testing.ports import free_port
 
 #: seconds a broker gets to open its port (a cold JVM on a loaded 2-core machine: ~10 s)
 START_TIMEOUT = 90.0
@@ -72,12 +73,6 @@ def java_command() -> str:
             "Kafka's broker needs Java 17 or newer: apt-get install openjdk-17-jre-headless, "
             "or point JAVA_HOME at one")
     return str(java)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class KafkaBroker:

@@ -16,7 +16,6 @@ import glob
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from sparkcast.errors import DatabaseError, MissingDependencyError
+from sparkcast.testing.ports import free_port
 
 #: Debian's packages: the server (initdb, pg_ctl) and the JDBC driver
 SERVER_PACKAGE = "postgresql"
@@ -117,14 +117,6 @@ def install(packages: list[str] | None = None) -> list[str]:
         raise MissingDependencyError(
             f"`{' '.join(command)}` failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     return needed
-
-
-def free_port() -> int:
-    """A loopback port that nothing listens on now (the server may still lose a race: ``start``
-    retries with another)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
