@@ -20,6 +20,7 @@ their Python workers), sampled every 0.25 s; the checkpoint size is ``du`` of th
 folder after the run (offsets, commits and every retained state store version).
 
     python benchmarks/scale.py --mode quick          # the small points; prints the curves
+    python benchmarks/scale.py --mode full --curves keys   # one curve, 10k to 10M keys
     python benchmarks/run.py --mode full             # runs them too (run.py --scale in quick)
 """
 
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,7 @@ from child import MAIN_PY  # noqa: E402
 
 FILL_CHUNK = 1_000_000  # the largest fill micro-batch
 MEASURE_CHUNK = 100_000
+CURVES = ("keys", "entries", "parallelism")
 USERS = 100_000  # the users of every curve but the keys curve
 ENTRIES = 1_000  # the broadcast entries of every curve but the entries curve
 
@@ -149,8 +152,8 @@ def broadcast_dir(entries: int, files: int) -> Path:
     return path
 
 
-def prepare(mode: str) -> None:
-    for point in points(mode):
+def prepare(mode: str, curves: Collection[str] = CURVES) -> None:
+    for point in points(mode, curves):
         files = _inputs(point)
         broadcast_dir(point["entries"], files)
 
@@ -163,8 +166,9 @@ def _inputs(point: dict) -> int:
 # ----------------------------------------------------------------------------------- points
 
 
-def points(mode: str) -> list[dict]:
-    """Every point of ``mode``: ``{"curve", "keys", "entries", "measure", "master", ...}``."""
+def points(mode: str, curves: Collection[str] = CURVES) -> list[dict]:
+    """Every point of ``mode`` on ``curves``: ``{"curve", "keys", "entries", "measure",
+    "master", ...}``."""
     config = MODES[mode]
     measure = config["measure"]
     out = [{"curve": "keys", "keys": k, "entries": ENTRIES, "measure": measure,
@@ -176,7 +180,7 @@ def points(mode: str) -> list[dict]:
     if config["cluster"]:
         out.append({"curve": "parallelism", "keys": USERS, "entries": ENTRIES,
                     "measure": measure, "parallelism": 2, "master": "cluster"})
-    return out
+    return [point for point in out if point["curve"] in curves]
 
 
 class Sampler:
@@ -285,12 +289,13 @@ def _on_cluster(point: dict, timeout: float) -> dict:
         shutil.rmtree(cluster.root, ignore_errors=True)
 
 
-def measure(mode: str, log: Any, timeout: float | None = None) -> dict:
-    """Every point of ``mode``, one after another; ``{"points": [...]}``."""
+def measure(mode: str, log: Any, timeout: float | None = None,
+            curves: Collection[str] = CURVES) -> dict:
+    """Every point of ``mode`` on ``curves``, one after another; ``{"points": [...]}``."""
     (HERE / "results").mkdir(exist_ok=True)
     limit = timeout or MODES[mode]["timeout"]
     results, done = [], {}
-    for point in points(mode):
+    for point in points(mode, curves):
         started = time.time()
         same = json.dumps({k: v for k, v in point.items() if k != "curve"}, sort_keys=True)
         if same in done:  # the same point on another curve (e.g. 100k keys, 1k entries, p=2)
@@ -463,6 +468,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=sorted(MODES), default="quick")
     parser.add_argument("--point", help=argparse.SUPPRESS)
+    parser.add_argument("--curves", nargs="*", choices=CURVES, default=list(CURVES),
+                        help="the curves to measure (default: all)")
     args = parser.parse_args()
     if args.point:
         out = sys.stdout
@@ -476,10 +483,11 @@ def main() -> None:
             result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
         child.answer(result, out)
         return
-    prepare(args.mode)
+    prepare(args.mode, args.curves)
     results = measure(args.mode, lambda m: print(f"[{time.strftime('%H:%M:%S')}] {m}",
-                                                 flush=True))
-    target = HERE / "results" / f"scale-{args.mode}.json"
+                                                 flush=True), curves=args.curves)
+    some = "" if set(args.curves) == set(CURVES) else "-" + "-".join(args.curves)
+    target = HERE / "results" / f"scale-{args.mode}{some}.json"
     target.write_text(json.dumps(results, indent=1))
     print(table(results))
     for sentence in sentences(results).values():

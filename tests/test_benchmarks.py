@@ -291,3 +291,12 @@ def test_the_jobs_table_leaves_out_a_phase_that_is_zero_in_every_run(kafka_bench
     assert [line for line in lines if line.startswith("| `")] == [
         "| `start at X:0` | 700 |  |", "| `the pattern` |  | 519 |"]
     assert latency.jobs_table([{"job": "hand-written", "rate": 5_000}]) == []
+
+
+def test_the_scale_benchmark_measures_only_the_curves_asked_for(bench):
+    import scale
+
+    keys = scale.points("full", ["keys"])
+    assert {p["curve"] for p in keys} == {"keys"}
+    assert [p["keys"] for p in keys] == [10_000, 100_000, 1_000_000, 10_000_000]
+    assert {p["curve"] for p in scale.points("quick")} == set(scale.CURVES)
