@@ -5,11 +5,12 @@ object every time), it merges the batch's observed counts (``observation.py``; f
 engine's ``foreachBatch`` query the row the writer reported, ``report_streamed``) into one record
 (``monitoring/progress.py``), adds it to the process's ``monitoring.store.MONITOR`` (the Prometheus
 endpoint and the view read it), appends it to the progress log of a ``write_stream`` query
-(``<path>/_sparkcast_progress.jsonl``, for ``sparkcast view`` and ``sparkcast report``), logs one
-INFO line per micro-batch (logger ``sparkcast``, off unless the user sets it to INFO) and, for a
-micro-batch with dead letters, one WARN line: the count per callback and the first reason. It sums
-each query's records (``monitoring/outcome.py``): when the query ends, a run that was all or mostly
-dead letters is one more WARN line naming the first reason, and ``outcome_of`` hands the sums to
+(``<path>/_sparkcast_progress.jsonl``, for ``sparkcast view`` and ``sparkcast report``; one that
+cannot be written is one WARN line, then left alone), logs one INFO line per micro-batch
+(logger ``sparkcast``, off unless the user sets it to INFO) and, for a micro-batch with dead
+letters, one WARN line: the count per callback and the first reason. It sums each query's
+records (``monitoring/outcome.py``): when the query ends, a run that was all or mostly dead
+letters is one more WARN line naming the first reason, and ``outcome_of`` hands the sums to
 ``sparkcast run``.
 """
 
@@ -97,6 +98,19 @@ def append_progress_log(path: str, record: dict[str, Any]) -> None:
         out.write(json.dumps(record, default=str) + "\n")
 
 
+def _log_progress(path: str, record: dict[str, Any]) -> None:
+    """A progress log that cannot be written (its folder deleted while the query runs, a full
+    disk) is said once and not tried again: a listener that raises gets an ERROR line with a
+    traceback from Spark at every later micro-batch."""
+    try:
+        append_progress_log(path, record)
+    except OSError as error:
+        PROGRESS_LOGS.pop(record["id"], None)
+        log.warning("sparkcast: query %s: its progress log %s cannot be written (%s); later "
+                    "micro-batches are not logged there (the monitor and the metrics endpoint "
+                    "still have them)", record["query"], path, error.strerror or error)
+
+
 class ProgressListener(StreamingQueryListener):
     """Per micro-batch with a sparkcast operator (on the driver): feeds the monitor and the
     progress log, logs the INFO line and, with dead letters, one WARN line."""
@@ -113,7 +127,7 @@ class ProgressListener(StreamingQueryListener):
         _OUTCOMES.setdefault(record["id"], RunOutcome()).add(record)
         path = PROGRESS_LOGS.get(record["id"])
         if path is not None:
-            append_progress_log(path, record)
+            _log_progress(path, record)
         if log.isEnabledFor(logging.INFO):
             log.info(batch_line(record))
         for observation, row in progress["observedMetrics"].items():
