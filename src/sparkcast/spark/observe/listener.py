@@ -94,16 +94,12 @@ def warning(metrics: dict[str, Any], query: str, batch_id: int) -> str | None:
 
 
 def append_progress_log(path: str, record: dict[str, Any]) -> None:
-    with _LOG_LOCK, open(path, "a", encoding="utf-8") as out:
-        out.write(json.dumps(record, default=str) + "\n")
-
-
-def _log_progress(path: str, record: dict[str, Any]) -> None:
     """A progress log that cannot be written (its folder deleted while the query runs, a full
     disk) is said once and not tried again: a listener that raises gets an ERROR line with a
     traceback from Spark at every later micro-batch."""
     try:
-        append_progress_log(path, record)
+        with _LOG_LOCK, open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, default=str) + "\n")
     except OSError as error:
         PROGRESS_LOGS.pop(record["id"], None)
         log.warning("sparkcast: query %s: its progress log %s cannot be written (%s); later "
@@ -127,7 +123,7 @@ class ProgressListener(StreamingQueryListener):
         _OUTCOMES.setdefault(record["id"], RunOutcome()).add(record)
         path = PROGRESS_LOGS.get(record["id"])
         if path is not None:
-            _log_progress(path, record)
+            append_progress_log(path, record)
         if log.isEnabledFor(logging.INFO):
             log.info(batch_line(record))
         for observation, row in progress["observedMetrics"].items():
