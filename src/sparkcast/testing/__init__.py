@@ -1,6 +1,8 @@
 """Test harnesses for broadcast and keyed functions, like Flink's operator test harnesses.
 
 They run the engine that Spark runs, with in-memory state and a manual clock; no Spark session.
+Beside them, throwaway servers on loopback for tests and demos: a Kafka broker (``kafka.py``),
+a PostgreSQL cluster (``postgres.py``), and the free port each takes (``ports.py``).
 """
 
 from sparkcast.testing.harness import (
