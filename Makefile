@@ -13,7 +13,7 @@ WHEELHOUSE := .wheelhouse
 WHEELS_STAMP := $(WHEELHOUSE)/.built
 export SPARKCAST_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
-.PHONY: install test demo demo-postgres demo-kafka lint docs clean bench bench-quick bench-kafka bench-deps compat
+.PHONY: install test check demo demo-postgres demo-kafka lint docs clean bench bench-quick bench-kafka bench-deps compat
 
 install: $(STAMP) $(JARS_STAMP) $(WHEELS_STAMP)
 
@@ -47,9 +47,14 @@ $(STAMP): pyproject.toml
 	@$(PY) -m sparkcast.testing.postgres install  # initdb/pg_ctl and the JDBC jar, via apt-get
 	@touch $(STAMP)
 
-# lint and types first (seconds), then the suite
+# lint and types first (seconds), then the suite; after it, its cost per file, its fresh JVMs
+# and its wall time against the 25-minute budget (tests/suite_cost.py), kept in .test-results/
 test: install lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --junitxml=.test-results/junit.xml
+
+# the inner loop: lint, types and every test that needs no JVM (under 3 minutes); CI runs `test`
+check: install lint
+	$(PY) -m pytest -q --no-jvm
 
 # the flagship demo (fraud rules) on local Spark: files arrive over time, a rule update lands
 # mid-run, and the summary shows every subtask switching in one micro-batch with no event lost
@@ -109,4 +114,4 @@ compat: install
 	$(PY) compat/run.py --python $(PYTHON)
 
 clean:
-	rm -rf $(VENV) $(JARS) $(WHEELHOUSE) .pytest_cache build dist site src/*.egg-info
+	rm -rf $(VENV) $(JARS) $(WHEELHOUSE) .pytest_cache .test-results build dist site src/*.egg-info

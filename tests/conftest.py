@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 HAS_PYSPARK = importlib.util.find_spec("pyspark") is not None
+#: the suite's cost after every run, and ``--no-jvm`` for ``make check`` (tests/suite_cost.py)
+pytest_plugins = ["tests.suite_cost"]
 
 
 @pytest.fixture(scope="session")
