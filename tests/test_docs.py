@@ -119,7 +119,16 @@ def test_a_walk_through_runs_top_to_bottom_in_one_shell(name: str, tmp_path: Pat
             assert block.code.strip() in shown.read_text(encoding="utf-8"), block.id
 
 
-@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+def _needs_spark(block: Block) -> bool:
+    """A block that uses ``spark``, or follows one on its page (it may use what that made)."""
+    page = [b for b in RUN if b.page == block.page]
+    first = next((b.line for b in page if "spark" in b.code), None)
+    return first is not None and block.line >= first
+
+
+@pytest.mark.parametrize("block", [
+    pytest.param(b, marks=[pytest.mark.spark] if _needs_spark(b) else []) for b in RUN],
+    ids=[b.id for b in RUN])
 def test_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
     if block.language == "bash":
         subprocess.run(["bash", "-euo", "pipefail", "-c", block.code], cwd=ROOT, check=True,
