@@ -9,6 +9,12 @@ for bad rows) and a non-keyed one (enrichment by a category map). Both write wit
 Event ``SLOW_ID`` sleeps in the keyed function and drops a file named after its Python worker's
 pid in ``<data>/slow``: the test then kills that worker's executor while the batch is in flight.
 Only the first attempt sleeps (the folder is empty then): Spark's retry of the task runs at once.
+
+With a third argument ``<bootstrap>/<topic>`` only the keyed pipeline runs, its main output into
+``sinks.kafka`` (written by the pattern's own tasks, one part per subtask) and its other outputs
+into ``sinks.files``; the first task that commits its Kafka part of micro-batch
+``HOLD_BATCH`` writes its Python worker's pid to ``<data>/held/committed`` and sleeps, so the
+test can kill its executor after the commit, before Spark hears of it.
 """
 
 from __future__ import annotations
@@ -37,16 +43,21 @@ BATCHES = 6
 EVENTS_PER_BATCH = 60
 SLOW_ID = 3 * EVENTS_PER_BATCH + 7  # in micro-batch 3
 SLOW_SECONDS = 8.0
+HOLD_BATCH = 3
+HOLD_SECONDS = 60.0
 
 
 class Thresholds(KeyedBroadcastProcessFunction):
     """Counts events per key; events above the current limit also go to ``ALERTS``."""
 
-    def __init__(self, slow_dir: str | None = None) -> None:
+    def __init__(self, slow_dir: str | None = None, hold_dir: str | None = None) -> None:
         self.slow_dir = slow_dir
+        self.hold_dir = hold_dir
 
     def open(self, runtime_context: Any) -> None:
         self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
+        if self.hold_dir:
+            hold_after_commit(self.hold_dir)
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> None:
         ctx.get_broadcast_state(RULES).put("limit", value["limit"])
@@ -75,6 +86,32 @@ class Labels(BroadcastProcessFunction):
             value["category"]) or "unknown"
 
 
+def hold_after_commit(folder: str) -> None:
+    """In this worker, the first Kafka part of batch ``HOLD_BATCH`` to commit (of any attempt
+    on any worker: the file is made once) holds its task after the commit."""
+    from sparkcast.spark.outputs.kafka_transactions import PartWriter
+
+    write = PartWriter._write_with
+    if getattr(write, "holds", False):
+        return
+
+    def held(self: Any, mine: Any, part: int, batches: Any) -> Any:
+        count = write(self, mine, part, batches)
+        if count is not None and self.batch_id == HOLD_BATCH:
+            try:
+                made = os.open(os.path.join(folder, "committed"), os.O_CREAT | os.O_EXCL
+                               | os.O_WRONLY)
+            except FileExistsError:
+                return count
+            os.write(made, f"{os.getpid()} {part}".encode())
+            os.close(made)
+            time.sleep(HOLD_SECONDS)
+        return count
+
+    held.holds = True  # type: ignore[attr-defined]
+    PartWriter._write_with = held  # type: ignore[method-assign]
+
+
 def batches() -> list[tuple[list[dict], list[dict]]]:
     """``(rules, events)`` per micro-batch; the limit and a label change in every batch.
     Distinct event times (``event_time="ts"``) order each key's events the same everywhere."""
@@ -97,11 +134,7 @@ def run(spark: Any, data: str, out: str, parallelism: int = 2) -> None:
     """Both pipelines to the end of the data, one micro-batch per file pair."""
     from sparkcast.spark import Stream
 
-    def source(name: str, schema: str) -> Any:
-        return (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
-                .json(f"{data}/{name}"))
-
-    events, rules = source("events", EVENTS_SCHEMA), source("rules", RULES_SCHEMA)
+    events, rules = _sources(spark, data)
     keyed = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES, order_by="version"))
              .process(Thresholds(f"{data.removeprefix('file://')}/slow"), KEYED_OUTPUT,
                       parallelism=parallelism, side_outputs=[ALERTS], event_time="ts"))
@@ -114,11 +147,41 @@ def run(spark: Any, data: str, out: str, parallelism: int = 2) -> None:
         query.awaitTermination()
 
 
+def _sources(spark: Any, data: str) -> tuple[Any, Any]:
+    def source(name: str, schema: str) -> Any:
+        return (spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                .json(f"{data}/{name}"))
+
+    return source("events", EVENTS_SCHEMA), source("rules", RULES_SCHEMA)
+
+
+def run_kafka(spark: Any, data: str, out: str, kafka: str, parallelism: int = 2) -> None:
+    """The keyed pipeline to the end of the data, its main output into Kafka."""
+    from sparkcast import sinks
+    from sparkcast.spark import Stream
+
+    bootstrap, topic = kafka.split("/")
+    events, rules = _sources(spark, data)
+    keyed = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES, order_by="version"))
+             .process(Thresholds(hold_dir=f"{data.removeprefix('file://')}/held"),
+                      KEYED_OUTPUT, parallelism=parallelism, side_outputs=[ALERTS],
+                      event_time="ts"))
+    files = sinks.files(f"{out}/keyed")
+    chosen = {"main": sinks.kafka(bootstrap, topic, key="k"), ALERTS: files,
+              "dead_letters": files}
+    keyed.write_stream(checkpoint_location=f"{out}/keyed-checkpoint", sinks=chosen,
+                       trigger={"availableNow": True}, query_name="keyed").awaitTermination()
+
+
 def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     data, out = argv[1], argv[2]
     spark = SparkSession.builder.appName("sparkcast-cluster-test").getOrCreate()
+    if len(argv) > 3:
+        run_kafka(spark, data, out, argv[3])
+        spark.stop()
+        return 0
     run(spark, data, out)
     # where the executors' Python and sparkcast come from: the shipped environment
     import pyarrow as pa

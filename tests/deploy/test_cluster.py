@@ -42,7 +42,8 @@ def write_inputs(data: Path) -> None:
     (data / "slow").mkdir()
 
 
-def submit(cluster: Cluster, workdir: Path, data: Path, out: Path) -> subprocess.Popen:
+def submit(cluster: Cluster, workdir: Path, data: Path, out: Path,
+           extra: list[str] | None = None) -> subprocess.Popen:
     """``spark-submit`` in client mode with the documented shipping options (docs/deploy.md):
     the archive is unpacked by every executor as ./environment, and the driver (whose
     transformWithStateInPandas runner also starts ./environment/bin/python) finds the same
@@ -59,7 +60,7 @@ def submit(cluster: Cluster, workdir: Path, data: Path, out: Path) -> subprocess
         "--conf", "spark.cores.max=2", "--conf", "spark.driver.memory=1g",
         "--conf", f"{STATE_STORE}={ROCKSDB}", "--conf", "spark.sql.shuffle.partitions=2",
         "--conf", "spark.ui.enabled=false",
-        str(Path(job.__file__)), data.as_uri(), out.as_uri(),
+        str(Path(job.__file__)), data.as_uri(), out.as_uri(), *(extra or []),
     ]
     log = open(workdir / "driver.log", "wb")  # noqa: SIM115 - closed when the driver exits
     return subprocess.Popen(command, cwd=workdir, env=spark_env(), stdout=log,

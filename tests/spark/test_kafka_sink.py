@@ -277,14 +277,17 @@ def test_a_part_whose_cached_producer_was_left_inside_a_transaction_is_written_o
     kafka_broker.create_topic(topic)
     kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
     settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
-    stuck = tx.producer(settings, "stuck-main-0")
+    writer = tx.PartWriter(settings, topic, markers, "stuck", "main", 3, 1, frozenset())
+    first = pa.RecordBatch.from_pydict({"key": [None], "value": ["x"]})
+    assert writer.write_once(0, [first]) == 1
+    stuck = tx.kept("stuck-main-0").producer
     stuck.begin_transaction()
     stuck.produce(topic, value="never")
     stuck.flush(30)
     writer = tx.PartWriter(settings, topic, markers, "stuck", "main", 4, 1, frozenset())
     rows = pa.RecordBatch.from_pydict({"key": [None, None], "value": ["a", "b"]})
-    assert writer.write_part(0, [rows]) == 2
-    assert [r.value for r in kafka_broker.read(topic)] == ["a", "b"]
+    assert writer.write_once(0, [rows]) == 2
+    assert [r.value for r in kafka_broker.read(topic)] == ["x", "a", "b"]
     assert tx.read_markers(settings, markers)["stuck/main/0"]["batch"] == 4
 
 
@@ -304,7 +307,7 @@ def test_a_part_larger_than_the_producers_queue_is_written_whole_and_in_order(ka
     writer = tx.PartWriter(settings, topic, markers, "small", "main", 0, 1, frozenset())
     keys = [f"k{i % 7}" for i in range(25_000)]
     rows = pa.RecordBatch.from_pydict({"key": keys, "value": [str(i) for i in range(25_000)]})
-    assert writer.write_part(0, [rows]) == 25_000
+    assert writer.write_once(0, [rows]) == 25_000
     by_key: dict[str, list[int]] = {}
     for record in kafka_broker.read(topic):
         by_key.setdefault(record.key, []).append(int(record.value))
@@ -545,3 +548,52 @@ def test_a_checkpoint_the_driver_wrote_kafka_for_keeps_the_drivers_parts(spark, 
     query = pipeline.run_to_end(pipeline.build(spark, other, "partitioned"), other,
                                 {**_kafka_sinks(kafka_broker, topics), "big": Ignoring()})
     assert "written by the pattern's tasks, one per subtask" in str(query.exception())
+
+
+def test_a_copy_of_a_checkpoint_writes_kafka_as_a_job_of_its_own(spark, tmp_path, kafka_broker):
+    """``state copy`` beside the original: the copy's markers go to a marker topic of its own
+    (it wrote into the original's before), its replay of a batch after a kill writes every row
+    once; a copy whose sink names the original's ``transactional_id_prefix`` is refused with
+    the fix (it read the original's markers as its own and skipped a batch before)."""
+    from sparkcast.cli import main
+    from sparkcast.spark.outputs import kafka_markers
+    from sparkcast.spark.state import checkpoint_files
+
+    for topic in ("original-main", "copy-main"):
+        kafka_broker.create_topic(topic, partitions=3)
+    files = {"big": sinks.files(str(tmp_path / "out")),
+             "dead_letters": sinks.files(str(tmp_path / "out"))}
+    shared = {"main": sinks.kafka(kafka_broker.bootstrap, "original-main", parallelism=3,
+                                  transactional_id_prefix="shop"), **files}
+    pipeline.write_inputs(tmp_path, [0, 1])
+    original = pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), tmp_path, shared)
+    copy = tmp_path / "copy"
+    assert main(["state", "copy", str(tmp_path / "checkpoint"), str(copy / "checkpoint")]) == 0
+    files = {"big": sinks.files(str(copy / "out")),
+             "dead_letters": sinks.files(str(copy / "out"))}
+
+    def run_copy(chosen):  # the same inputs, the copy's checkpoint and file outputs
+        return pipeline.run_to_end(pipeline.build(spark, tmp_path, "streamed"), copy, chosen)
+
+    pipeline.write_inputs(tmp_path, [2])
+    refused = run_copy({**files, "main": sinks.kafka(kafka_broker.bootstrap, "copy-main",
+                                                     parallelism=3,
+                                                     transactional_id_prefix="shop")})
+    assert "a copy of another" in str(refused.exception())
+    assert "give the copy's sink a transactional_id_prefix of its own" in str(
+        refused.exception())
+    own = {**files, "main": sinks.kafka(kafka_broker.bootstrap, "copy-main", parallelism=3)}
+    first = run_copy(own)
+    assert first.exception() is None
+    assert _forget_last_commit(copy) == 2
+    pipeline.write_inputs(tmp_path, [3])
+    replay = run_copy(own)
+    assert replay.exception() is None and replay.recentProgress[0]["batchId"] == 2
+    recorded = checkpoint_files.read_json(str(copy / "checkpoint"),
+                                          checkpoint_files.KAFKA_MARKERS_FILE)
+    assert recorded == {"main": kafka_markers.own_topic(str(replay.id))}
+    assert replay.id != original.id
+    want = pipeline.expected("streamed")["main"] - pipeline.expected("streamed", 2)["main"]
+    assert _rows(kafka_broker, {"main": "copy-main"})["main"] == want
+    assert _rows(kafka_broker, {"main": "original-main"})["main"] == pipeline.expected(
+        "streamed", 2)["main"]

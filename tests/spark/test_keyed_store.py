@@ -152,6 +152,22 @@ def test_warm_state_is_dropped_where_it_may_not_be_true(tmp_path):
         "a": [0, 0, 1, -1, 2, -2, 3, -3, 4, -4]}
 
 
+def test_a_rollback_leaves_no_worker_on_the_old_line(tmp_path):
+    """Batches 2 and 3 rolled back (their files removed, as with offsets and commits removed
+    or a backup restored) and run again elsewhere with other keys: the first worker's local
+    copy and warm state still reflect the old batch 3, and the batch numbers match the new
+    line's; the lineage tokens do not, so batch 4 starts from the new line's state."""
+    location, worker, other = str(tmp_path / "keyed"), tmp_path / "a", tmp_path / "b"
+    for batch in range(4):
+        _warm_batch(location, worker, batch, ["a"])
+    for batch in (2, 3):
+        (tmp_path / "keyed" / "0" / f"{batch}.delta").unlink()
+    for batch in (2, 3):
+        _warm_batch(location, other, batch, ["b"])
+    assert _warm_batch(location, worker, 4, ["a"]) == {"a": [0, 0, 1, -1, 4, -4],
+                                                        "b": [2, -2, 3, -3]}
+
+
 def test_warm_and_cold_workers_give_the_same_state_over_many_batches(tmp_path):
     location = str(tmp_path / "keyed")
     expected: dict = {}

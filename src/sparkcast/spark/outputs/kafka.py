@@ -11,10 +11,13 @@ own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds, whatever fa
   subtask's rows. A replay computes the same rows for the same part on any host, and one key's
   records stay in one part, in the order they were emitted;
 * the driver, on the first micro-batch of a run (the only one Spark may replay), fences every
-  part of every Kafka output of the query (aborting what a killed attempt left open, at which
-  the ``read_committed`` read of the markers would end), then reads the markers: the parts of
-  N that were committed are skipped, the others are written;
-* a retried task reads the markers itself; a zombie attempt is fenced by the newer producer;
+  part of every Kafka output of the query (aborting what a killed attempt left open), then
+  reads the markers to the high watermark: the parts of N that were committed are skipped,
+  the others are written;
+* every attempt of a part that is written, first or retried, of any stage attempt, finds out
+  exactly whether the part is in before it writes, and an attempt fenced by a newer one gives
+  way (``PartWriter.write_once``); a query's marker topic has a partition per part, so that
+  read waits on no other part's transaction;
 * Kafka commits before the exactly-once sinks of the driver (JDBC, files) and before Spark's
   commit: a kill between them replays N, and the markers make the Kafka part of it a no-op.
 
@@ -29,7 +32,7 @@ message of this sink ever shows them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -110,6 +113,14 @@ class KafkaSink:
                             "it, or correct bootstrap_servers and the options") from error
 
 
+class RunMarkers(NamedTuple):
+    """An output's marker topic, its partitions, and its markers (``marker key → batch``)."""
+
+    topic: str
+    partitions: int
+    markers: dict[str, int]
+
+
 class KafkaWriter:
     """The driver side of one query's Kafka sinks: at the first batch of a run, every part
     fenced and the markers read; then the parts of each batch that Kafka does not have,
@@ -122,7 +133,7 @@ class KafkaWriter:
         self.checkpoint = checkpoint
         self.sinks = sinks
         self.subtasks = subtasks
-        self._run: dict[str, tuple[str, dict[str, int]]] | None = None  # output → topic, markers
+        self._run: dict[str, RunMarkers] | None = None
         self._by = PARTS_BY_KEY
 
     @property
@@ -132,8 +143,8 @@ class KafkaWriter:
         self.run()
         return self._by == PARTS_BY_SUBTASK
 
-    def run(self) -> dict[str, tuple[str, dict[str, int]]]:
-        """Each output's marker topic and markers (``marker key → batch``), read once a run."""
+    def run(self) -> dict[str, RunMarkers]:
+        """Each output's marker topic and markers, read once a run."""
         if self._run is None:
             self._run = self._start_run()
         return self._run
@@ -141,7 +152,7 @@ class KafkaWriter:
     def part_writer(self, sink: KafkaSink, output: str, batch_id: int) -> PartWriter | None:
         """The writer of the parts of ``output``'s batch that Kafka does not have (None: it
         has them all)."""
-        marker_topic, markers = self.run()[output]
+        marker_topic, partitions, markers = self.run()[output]
         if self.by_subtask and self.subtasks is not None:
             recorded, parts = self.subtasks, malformed_part(self.subtasks) + 1
         else:
@@ -152,11 +163,11 @@ class KafkaWriter:
         if len(committed) == parts:
             return None  # a replay of a batch Kafka has in full
         return PartWriter(sink.settings, sink.topic, marker_topic, prefix, output, batch_id,
-                          recorded, committed, self._by)
+                          recorded, committed, self._by, partitions, self.query_id)
 
     def written(self, sink: KafkaSink, output: str, batch_id: int, parts: list[int]) -> None:
         """Record the parts of ``output``'s batch that were committed."""
-        markers = self.run()[output][1]
+        markers = self.run()[output].markers
         for part in parts:
             markers[marker_key(self._prefix(sink), output, part)] = batch_id
 
@@ -179,19 +190,20 @@ class KafkaWriter:
     def _prefix(self, sink: KafkaSink) -> str:
         return sink.transactional_id_prefix or f"sparkcast-{self.query_id}"
 
-    def _start_run(self) -> dict[str, tuple[str, dict[str, int]]]:
-        """Each output's marker topic (recorded in the checkpoint, made if missing); then every
-        part of every output fenced, before any marker topic is read, so no transaction of this
-        query is left open for the ``read_committed`` read to wait on; then the markers, each
-        topic read once."""
+    def _start_run(self) -> dict[str, RunMarkers]:
+        """Each output's marker topic (recorded in the checkpoint, made if missing, with a
+        partition per part); then every part of every output fenced, before any marker topic
+        is read, so no transaction of this query is left open for the ``read_committed`` read
+        to wait on; then the markers, each topic read once."""
         topics = MarkerTopics(self.checkpoint, self.query_id)
         chosen = {output: topics.topic(output, sink.marker_topic, sink.settings,
                                        self._prefix(sink)) for output, sink in self.sinks}
+        partitions = {}
         for output, sink in self.sinks:
-            ensure_topic(sink.settings, chosen[output],
-                         f"output {output!r}, sink {sink.describe()}")
             may_write = sink.parts if self.subtasks is None else max(
                 sink.parts, malformed_part(self.subtasks) + 1)  # either way's parts
+            partitions[output] = ensure_topic(sink.settings, chosen[output], may_write,
+                                              f"output {output!r}, sink {sink.describe()}")
             for part in range(may_write):
                 fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}")
         read: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
@@ -205,9 +217,12 @@ class KafkaWriter:
         by_key = any(m["by"] == PARTS_BY_KEY for found in ours.values() for m in found.values())
         self._by = PARTS_BY_KEY if self.subtasks is None or by_key else PARTS_BY_SUBTASK
         for output, sink in self.sinks:
+            topics.refuse_inherited_prefix(output, sink.transactional_id_prefix, sink.settings,
+                                           f"output {output!r}, sink {sink.describe()}")
+            _refuse_other_query(sink, output, ours[output], self.query_id, chosen[output])
             _refuse_other_parts(sink, output, ours[output], self._by, self.subtasks)
-        return {output: (chosen[output], {key: record["batch"] for key, record
-                                          in ours[output].items()})
+        return {output: RunMarkers(chosen[output], partitions[output],
+                                   {key: record["batch"] for key, record in ours[output].items()})
                 for output, _ in self.sinks}
 
 
@@ -229,6 +244,21 @@ def malformed_part(subtasks: int) -> int:
 
 def _markers_of(markers: dict[str, dict[str, Any]], prefix: str) -> dict[str, dict[str, Any]]:
     return {key: record for key, record in markers.items() if key.startswith(prefix)}
+
+
+def _refuse_other_query(sink: KafkaSink, output: str, markers: dict[str, dict[str, Any]],
+                        query_id: str, topic: str) -> None:
+    """The markers under this query's prefix are its own: another job's (a copy of the
+    checkpoint, a rescaled one, an unrelated query given the same ``transactional_id_prefix``)
+    would be read as this one's, and the two would fence each other's producers."""
+    others = {m["query"] for m in markers.values() if m.get("query") not in (None, query_id)}
+    if others:
+        raise SinkError(
+            f"output {output!r}, sink {sink.describe()}: the marker topic {topic!r} holds "
+            f"markers of another query ({', '.join(sorted(others))}) under this query's "
+            f"transactional_id_prefix {sink.transactional_id_prefix!r}: two jobs with one "
+            "prefix fence each other and would read each other's parts as written; give "
+            "this query's sink a transactional_id_prefix of its own")
 
 
 def _refuse_other_parts(sink: KafkaSink, output: str, markers: dict[str, dict[str, Any]],

@@ -1,18 +1,34 @@
 """The task side of the exactly-once Kafka sink: one Kafka transaction per part of a micro-batch.
 
 A part's rows and its marker record go to Kafka in ONE transaction of a producer whose
-``transactional.id`` belongs to the part (``<prefix>-<output>-<part>``), so:
+``transactional.id`` belongs to the part (``<prefix>-<output>-<part>``), so the rows become
+visible to ``read_committed`` consumers together with the marker that says "part p of batch N
+is in", or neither does. Whether a part is in is decided by one protocol,
+``PartWriter.write_once``, whatever attempt asks (a task's first attempt or its retry, a stage
+re-attempt whose tasks start at attempt number 0 again, a speculative copy, a zombie whose
+executor was declared lost) and on any worker:
 
-* the rows become visible to ``read_committed`` consumers together with the marker that says
-  "part p of batch N is in", or neither does;
-* a new producer of the same id fences every older one (``init_transactions``): a zombie
-  attempt, on any host, can no longer commit, and its open transaction is aborted;
-* a retried task (``attemptNumber() > 0``) first reads the markers and skips a part that an
-  earlier attempt committed; the driver does the same once per run (``kafka.py``).
+* **an exact answer.** Initialising a producer of the part's id (``init_transactions``) fences
+  every older producer of it, on any host: the broker completes or aborts what it left open.
+  The attempt then reads the part's marker with ``read_committed`` to the high watermark taken
+  after the fencing (``read_markers``): not to the end a sibling part's open transaction would
+  put before it. New marker topics have a partition per part, so nothing but the part's own
+  (fenced) transactions can hold that read back; on a one-partition topic of an older
+  checkpoint it waits for its siblings' transactions to end;
+* **a kept producer knows what it did.** A Python worker keeps its initialised producer of a
+  part between micro-batches, with the newest batch of the part that it read or committed.
+  While no other producer initialised the id, every commit of the part since was this one's,
+  so that batch is exact too: a stage re-attempt on the same worker skips the part it
+  committed. Once another producer initialised the id, the kept one is fenced, and its next
+  transaction fails without writing: the attempt then takes the exact path above (another
+  worker took the part in a later batch, the usual case, or another attempt of this batch);
+* **a superseded attempt gives way.** An attempt fenced after it initialised its own producer
+  has been superseded by a newer attempt of the same part: it fails (``SinkError``, and a
+  WARNING naming output, part and batch), never initialising again, so two attempts of one
+  part never both commit; the newer one decides by the exact read.
 
-Producers are kept per worker process between micro-batches (Python workers are reused), so a
-part pays ``init_transactions`` once, not per batch. This module is what the tasks unpickle:
-it imports confluent-kafka and pyarrow only.
+The driver fences every part once per run and reads all markers the same way (``kafka.py``).
+This module is what the tasks unpickle: it imports confluent-kafka and pyarrow only.
 """
 
 from __future__ import annotations
@@ -29,7 +45,8 @@ import pyarrow as pa
 
 from sparkcast.errors import MissingDependencyError, SinkError
 
-#: seconds a read of the markers may take to reach the end of the marker topic
+#: seconds a read of the markers may wait for the transactions before its end to close (a
+#: killed writer's is aborted by the broker after its ``transaction.timeout.ms``, 60 s here)
 MARKER_WAIT = 120.0
 #: the producers' defaults (the user's options win): a keyed record goes to the partition a Java
 #: client, Kafka Streams, Flink or Spark's Kafka sink puts its key in (murmur2 of the key;
@@ -40,7 +57,6 @@ PRODUCER_DEFAULTS = {"linger.ms": 5, "transaction.timeout.ms": 60000,
 #: librdkafka's own log lines (a broker that went away, retries) go to Python's logging here,
 #: not to the worker's stderr; its errors surface as exceptions where they matter
 LOG = logging.getLogger("sparkcast.kafka")
-_PRODUCERS: dict[str, Any] = {}
 #: records per ``produce_batch`` call
 PRODUCE_CHUNK = 10_000
 #: a marker's ``by``: the driver split the rows into parts by their key's hash (markers
@@ -51,9 +67,9 @@ PARTS_BY_KEY, PARTS_BY_SUBTASK = "key", "subtask"
 
 class HandledFencing(logging.Filter):
     """librdkafka logs a producer that a newer one of its ``transactional.id`` fenced as a fatal
-    error. The part writer handles exactly that (a fresh producer writes the part, or a
-    ``SinkError`` names it), and it happens whenever another Python worker took a part in a
-    later batch, so these lines go to DEBUG instead of alarming a reader of the logs."""
+    error. It happens whenever another Python worker took a part in a later batch, and the
+    part writer handles it (``write_once``), so librdkafka's lines go to DEBUG; the part
+    writer's own WARNING says when two attempts of one part fought."""
 
     SIGNS = ("fenced by a newer instance", "with an old epoch")
 
@@ -94,13 +110,15 @@ def marker_key(prefix: str, output: str, part: int) -> str:
     return f"{marker_prefix(prefix, output)}{part}"
 
 
-def read_markers(settings: dict[str, Any], topic: str, committed: bool = True
-                 ) -> dict[str, dict[str, int]]:
-    """The newest committed marker (``batch``, ``parts``) of every key in ``topic``, read with
-    ``read_committed``: the read ends at the first transaction still open in the topic
-    (librdkafka's end of a partition is then its last stable offset), so a marker committed
-    behind one is not seen; the driver fences its own parts before it reads its own topic
-    (``kafka.py``). ``committed=False``: the keys of aborted and open markers too."""
+def read_markers(settings: dict[str, Any], topic: str, committed: bool = True,
+                 partitions: list[int] | None = None) -> dict[str, dict[str, Any]]:
+    """The newest marker (``batch``, ``parts``, ``by``, ``query``: None in markers written
+    before it was recorded) of every key in ``topic``'s
+    ``partitions`` (all by default), each read to the high watermark it has when the read
+    starts. ``committed``: only committed markers, read with ``read_committed`` once the
+    partition's last stable offset has reached that watermark, so a marker committed behind a
+    transaction still open is waited for, never missed (``MARKER_WAIT``). ``committed=False``:
+    the keys of aborted and open markers too, waiting for nothing."""
     kafka = client()
     isolation = "read_committed" if committed else "read_uncommitted"
     consumer = kafka.Consumer({**settings, "group.id": f"sparkcast-markers-{uuid.uuid4()}",
@@ -108,16 +126,49 @@ def read_markers(settings: dict[str, Any], topic: str, committed: bool = True
                                "enable.auto.commit": False, "enable.partition.eof": True,
                                "auto.offset.reset": "earliest"})
     try:
-        found = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING) for p in found])
-        return _consume_markers(consumer, kafka, set(found))
+        found = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        chosen = found if partitions is None else [p for p in partitions if p in found]
+        ends = _ends(settings, topic, chosen, committed)
+        pending = {p for p in chosen if ends[p] > 0}
+        consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING)
+                         for p in pending])
+        return _consume_markers(consumer, kafka, pending)
     finally:
         consumer.close()
 
 
+def _ends(settings: dict[str, Any], topic: str, partitions: list[int], committed: bool
+          ) -> dict[int, int]:
+    """Each partition's high watermark now; for a committed read, once its last stable offset
+    has reached it (the transactions before it have ended)."""
+    kafka = client()
+    admin = kafka.admin.AdminClient(settings)
+
+    def latest(isolation: Any) -> dict[int, int]:
+        asked = {kafka.TopicPartition(topic, p): kafka.admin.OffsetSpec.latest()
+                 for p in partitions}
+        if not asked:
+            return {}
+        answers = admin.list_offsets(asked, isolation_level=isolation, request_timeout=30)
+        return {tp.partition: future.result().offset for tp, future in answers.items()}
+
+    high = latest(kafka.IsolationLevel.READ_UNCOMMITTED)
+    deadline = time.monotonic() + MARKER_WAIT
+    while committed and high:
+        stable = latest(kafka.IsolationLevel.READ_COMMITTED)
+        if all(stable[p] >= high[p] for p in high):
+            break
+        if time.monotonic() > deadline:
+            raise SinkError(f"the Kafka sink's markers were not readable to their end in "
+                            f"{MARKER_WAIT:.0f} s: a transaction before them stayed open")
+        time.sleep(0.1)
+    return high
+
+
 def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
-                     ) -> dict[str, dict[str, int]]:
-    markers: dict[str, dict[str, int]] = {}
+                     ) -> dict[str, dict[str, Any]]:
+    """The newest marker of each key, read to the end of every ``pending`` partition."""
+    markers: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + MARKER_WAIT
     while pending:
         if time.monotonic() > deadline:
@@ -137,28 +188,41 @@ def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
             key = message.key().decode()
             if int(record["batch"]) >= markers.get(key, {}).get("batch", -1):
                 markers[key] = {"batch": int(record["batch"]), "parts": int(record["parts"]),
-                                "by": record.get("by", PARTS_BY_KEY)}
+                                "by": record.get("by", PARTS_BY_KEY),
+                                "query": record.get("query")}
     return markers
 
 
-def producer(settings: dict[str, Any], transactional_id: str, fresh: bool = False) -> Any:
-    """This worker's producer of ``transactional_id``, initialised (which fences older ones),
-    with ``PRODUCER_DEFAULTS`` under the user's settings."""
-    if not fresh and transactional_id in _PRODUCERS:
-        return _PRODUCERS[transactional_id]
-    _PRODUCERS.pop(transactional_id, None)
+@dataclass
+class KeptProducer:
+    """A worker's initialised producer of one part's id, and the newest batch of the part it
+    knows is in: read right after it was initialised, raised by each commit it made since."""
+
+    producer: Any
+    newest: int
+
+
+_KEPT: dict[str, KeptProducer] = {}
+
+
+def kept(transactional_id: str) -> KeptProducer | None:
+    """This worker's producer of ``transactional_id``, if it keeps one."""
+    return _KEPT.get(transactional_id)
+
+
+def initialised(settings: dict[str, Any], transactional_id: str) -> Any:
+    """A new producer of ``transactional_id``, initialised: every older producer of the id, on
+    any host, is fenced, and what it left open is completed or aborted by the broker."""
+    _KEPT.pop(transactional_id, None)
     made = client().Producer({**PRODUCER_DEFAULTS, **settings,
                               "transactional.id": transactional_id})
     made.init_transactions(60)
-    _PRODUCERS[transactional_id] = made
     return made
 
 
 def fence(settings: dict[str, Any], transactional_id: str) -> None:
-    """Abort whatever transaction an earlier producer of the id left open (a producer that
-    initialises the id does; it is not kept: the tasks make their own)."""
-    _PRODUCERS.pop(transactional_id, None)
-    client().Producer({**settings, "transactional.id": transactional_id}).init_transactions(60)
+    """Fence every producer of the id (the driver, before it reads the markers of a run)."""
+    initialised(settings, transactional_id)
 
 
 @dataclass(frozen=True)
@@ -172,10 +236,16 @@ class PartWriter:
     output: str
     batch_id: int
     parts: int
+    #: the parts the driver read as committed at the start of the run
     committed: frozenset[int]
     #: how rows were given their part: by the record key's hash (the driver's shuffle), or
     #: by the pattern's subtask (written by its tasks); recorded in every marker
     by: str = PARTS_BY_KEY
+    #: the marker topic's partitions: part p's marker goes to partition p modulo these
+    marker_partitions: int = 1
+    #: the query (Spark's id of the checkpoint) that writes: recorded in every marker, so
+    #: another job's markers under the same prefix are told apart (``kafka.py``)
+    query: str | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -183,44 +253,62 @@ class PartWriter:
         context = TaskContext.get()
         part = context.partitionId() if context is not None else 0
         rows = [b for b in batches if b.num_rows]
-        written = 0
-        if rows and not self.committed_part(part, context):
-            written = self.write_part(part, rows)
+        written = (self.write_once(part, rows) or 0) if rows else 0
         yield pa.RecordBatch.from_pydict({"part": [part], "records": [written]},
                                          schema=pa.schema([("part", pa.int32()),
                                                            ("records", pa.int64())]))
 
-    def committed_part(self, part: int, context: Any) -> bool:
-        """Whether ``part`` of the batch is in Kafka: known at the start of the run, or read
-        by a retried task (``context``: the task's)."""
+    def write_once(self, part: int, batches: list[pa.RecordBatch]) -> int | None:
+        """Write the part's rows in one transaction with its marker unless the part is in
+        (None then); the records written otherwise. The module's docstring says why no
+        attempt, on any worker, writes a part that is in, and why two never both commit."""
         if part in self.committed:
-            return True
-        if context is None or context.attemptNumber() == 0:
-            return False
-        fence(self.settings, self._transactional_id(part))  # the earlier attempt cannot commit
-        markers = read_markers(self.settings, self.marker_topic)
-        marker = markers.get(marker_key(self.prefix, self.output, part), {})
-        return marker.get("batch", -1) >= self.batch_id
+            return None
+        transactional_id = self.transactional_id(part)
+        mine = kept(transactional_id)
+        if mine is not None:
+            try:
+                return self._write_with(mine, part, batches)
+            except client().KafkaException as error:
+                _KEPT.pop(transactional_id, None)
+                if not _fenced(error) and not _stuck(error):
+                    raise self._failed(part, error) from error
+        mine = KeptProducer(initialised(self.settings, transactional_id), -1)
+        mine.newest = self.committed_batch(part)
+        _KEPT[transactional_id] = mine
+        try:
+            return self._write_with(mine, part, batches)
+        except client().KafkaException as error:
+            _KEPT.pop(transactional_id, None)
+            raise (self._superseded(part) if _fenced(error)
+                   else self._failed(part, error)) from error
 
-    def _transactional_id(self, part: int) -> str:
+    def committed_batch(self, part: int) -> int:
+        """The newest batch of ``part`` in Kafka (-1: none), read exactly: call it after the
+        part's id was initialised, so no transaction of the part is left open."""
+        partition = part % self.marker_partitions
+        markers = read_markers(self.settings, self.marker_topic, partitions=[partition])
+        return markers.get(marker_key(self.prefix, self.output, part), {}).get("batch", -1)
+
+    def transactional_id(self, part: int) -> str:
         return f"{self.prefix}-{self.output}-{part}"
 
-    def write_part(self, part: int, batches: list[pa.RecordBatch]) -> int:
-        """The part's ``key``/``value`` rows in one transaction with its marker; once more with
-        a fresh producer if this worker's was fenced or left stuck in an earlier transaction."""
-        transactional_id = self._transactional_id(part)
-        try:
-            return self._transaction(producer(self.settings, transactional_id), part, batches)
-        except client().KafkaException as error:
-            _PRODUCERS.pop(transactional_id, None)
-            if not _fenced(error) and not _stuck(error):
-                raise self._failed(part, error) from error
-        try:
-            return self._transaction(producer(self.settings, transactional_id, fresh=True),
-                                     part, batches)
-        except client().KafkaException as error:
-            _PRODUCERS.pop(transactional_id, None)
-            raise self._failed(part, error) from error
+    def _write_with(self, mine: KeptProducer, part: int, batches: list[pa.RecordBatch]
+                    ) -> int | None:
+        """The part through ``mine``, unless it knows the part is in (None then)."""
+        if mine.newest >= self.batch_id:
+            return None
+        count = self._transaction(mine.producer, part, batches)
+        mine.newest = self.batch_id
+        return count
+
+    def _superseded(self, part: int) -> SinkError:
+        message = (f"output {self.output!r}, Kafka topic {self.topic!r}: part {part} of "
+                   f"micro-batch {self.batch_id} was fenced by a newer attempt of the same "
+                   "part (a speculative copy, a retry beside a zombie, a re-attempted stage); "
+                   "this attempt gives way, the newer one writes the part once")
+        LOG.warning(message)
+        return SinkError(message)
 
     def _failed(self, part: int, error: Any) -> SinkError:
         return SinkError(f"output {self.output!r}, Kafka topic {self.topic!r}: writing part "
@@ -236,9 +324,11 @@ class PartWriter:
                 keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
                 _produce_in_order(kafka_producer, self.topic, keys, values)
                 count += batch.num_rows
-            marker = json.dumps({"batch": self.batch_id, "parts": self.parts, "by": self.by})
-            _produce(kafka_producer, self.marker_topic,
-                     marker_key(self.prefix, self.output, part), marker)
+            marker = json.dumps({"batch": self.batch_id, "parts": self.parts, "by": self.by,
+                                 "query": self.query})
+            _produce(kafka_producer, self.marker_topic, marker_key(self.prefix, self.output,
+                                                                   part), marker,
+                     part % self.marker_partitions)
             kafka_producer.commit_transaction(120)
             return count
         except BaseException:
@@ -275,10 +365,11 @@ def _message(key: Any, value: Any) -> dict[str, Any]:
     return {"value": value} if key is None else {"key": key, "value": value}
 
 
-def _produce(kafka_producer: Any, topic: str, key: str | None, value: str | None) -> None:
+def _produce(kafka_producer: Any, topic: str, key: str | None, value: str | None,
+             partition: int) -> None:
     while True:
         try:
-            kafka_producer.produce(topic, value=value, key=key)
+            kafka_producer.produce(topic, value=value, key=key, partition=partition)
             return
         except BufferError:  # the local queue is full: let deliveries drain it
             kafka_producer.poll(0.05)
@@ -292,19 +383,19 @@ def _abort(kafka_producer: Any) -> None:
 
 
 def _stuck(error: Any) -> bool:
-    """A cached producer left where it cannot begin this part's transaction: an earlier
+    """A kept producer left where it cannot begin this part's transaction: an earlier
     transaction that needs an abort, or one whose commit or abort never completed (librdkafka's
-    local ``_STATE``, "Operation not valid in state ..."). A fresh producer of the id aborts
-    what it left open (``init_transactions``) and writes the part."""
+    local ``_STATE``, "Operation not valid in state ..."). A new producer of the id aborts what
+    it left open (``init_transactions``), reads the marker and writes the part if it is not in."""
     kafka_error = error.args[0] if error.args else None
     return bool(kafka_error is not None and (
         kafka_error.txn_requires_abort() or kafka_error.code() == client().KafkaError._STATE))
 
 
 def _fenced(error: Any) -> bool:
-    """A producer fenced or made fatal, most often by another Python worker that initialised
-    the same part's id in a later micro-batch (tasks of a part land on any worker): a fresh
-    producer goes on. librdkafka reports it from ``produce`` as the local ``_FATAL`` code."""
+    """A producer fenced or made fatal by a newer producer of its id: for a kept producer most
+    often another Python worker's in a later micro-batch (tasks of a part land on any worker).
+    librdkafka reports it from ``produce`` as the local ``_FATAL`` code."""
     kafka_error = error.args[0] if error.args else None
     kafka = client().KafkaError
     return bool(kafka_error is not None and (kafka_error.fatal() or kafka_error.code() in (

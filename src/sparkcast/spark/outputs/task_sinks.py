@@ -14,7 +14,8 @@ as Spark's ``to_json``/``to_avro`` made them (``kafka_values.py``) in two column
   ONE transaction with the marker ``(query, output, subtask) → batch``
   (``kafka_transactions.PartWriter``): a key lives in one subtask, so its records stay in
   order, and a subtask's rows of a batch are the same in a replay (source order), so the
-  marker tells a replay what to skip. The whole partition is read before the first
+  marker tells a replay what to skip (``PartWriter.write_once``: every attempt of a part finds
+  out exactly whether it is in before it writes). The whole partition is read before the first
   transaction begins, so a row Spark cannot encode fails the task before it writes anything.
 
 It returns small rows (:data:`WRITTEN`): the files, the Kafka parts written, the rows per
@@ -81,8 +82,6 @@ class SinkTaskWriter:
     kafka: tuple[KafkaTarget, ...]
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
         partition = task_partition()
         received = [b for b in batches if b.num_rows]
         files = [OutputFiles(t.staging, t.layout, partition) for t in self.files]
@@ -102,12 +101,10 @@ class SinkTaskWriter:
                         parts.setdefault((name, subtask), []).append(records)
         result = [{**row, "sink": index} for index, written in enumerate(files)
                   for row in written.close()]
-        context = TaskContext.get()
         for (name, subtask), records in parts.items():
-            writer = kafka[name].writer
-            if not writer.committed_part(subtask, context):
-                result.append({"output": name, "part": subtask,
-                               "rows": writer.write_part(subtask, records)})
+            count = kafka[name].writer.write_once(subtask, records)
+            if count is not None:
+                result.append({"output": name, "part": subtask, "rows": count})
         result.extend({"output": name, "rows": count} for name, count in rows.items())
         result.append({"summary": tally.encode()})
         yield pa.RecordBatch.from_pylist(result, schema=_WRITTEN)

@@ -4,7 +4,8 @@ Spark keeps ``offsets/<batch>`` (a batch planned) and ``commits/<batch>`` (a bat
 operator's state under ``state/``; sparkcast adds, under ``sparkcast/``, the layout record
 (``compatibility.py``), the micro-batch engine's broadcast snapshots (``snapshots.py``) and keyed
 stores (``keyed_store.py``), the state a rescale prepared (``tools/rescale.py``) and the marker
-topic of each Kafka output (``outputs/kafka_markers.py``). Every reader of
+topic of each Kafka output and, in a copy, those of its original (``outputs/kafka_markers.py``).
+Every reader of
 a checkpoint finds these here, through ``storage.py``, so a local path, ``file:`` URI or
 object-store URI all work the same way.
 
@@ -26,6 +27,8 @@ PREPARED_FILE = ("sparkcast", "prepared-state.bin")
 SNAPSHOTS = ("sparkcast", "broadcast")
 ID_FILE = ("sparkcast", "id.json")
 KAFKA_MARKERS_FILE = ("sparkcast", "kafka-markers.json")
+#: a copy's record of the marker topics of the checkpoint it was copied from
+KAFKA_INHERITED_FILE = ("sparkcast", "kafka-markers-inherited.json")
 
 
 def file(checkpoint: str, *parts: str) -> str:

@@ -14,11 +14,15 @@ library's binding) in place of an in-memory map, so state larger than memory sta
 * **seeded**: ``initial_state`` (and a ``rescale``) arrives as the snapshot of batch -1
   (``snapshots.SEED``), written by the driver before the first batch.
 * **fast**: the state itself lives in a SQLite file in the worker's local folder, named by the
-  checkpoint's store id and the subtask, and records the batch it reflects. A task for batch N
-  uses it when it reflects batch N-1, catches it up from the deltas when it is older, and
-  rebuilds it from the latest snapshot when it is ahead (a replay) or missing (another host).
-  The values a worker read or wrote stay decoded in its memory between micro-batches while
-  the file stays on that worker's line of batches (``store_backend.py``).
+  checkpoint's store id and the subtask, and records the batch it reflects with that commit's
+  **lineage token** (a random id each commit writes into its file in the checkpoint too). A
+  task for batch N uses it when it reflects batch N-1 of the checkpoint's own line, the token of
+  the checkpoint's file of that batch, catches it up from the deltas when it is older, and
+  rebuilds it from the latest snapshot when it is ahead (a replay), missing (another host) or
+  of another line (a rollback: offsets and commits removed, a backup restored, while this
+  copy went on). The values a worker read or wrote stay decoded in its memory between
+  micro-batches while the copy stays on that worker's line, the same token
+  (``store_backend.py``).
 
 So a replayed batch starts from the same state, the files of batches up to N-1, and writes the
 same delta: exactly once, wherever the task runs. Rows are ``(name, key, value)``: ``name`` is a
@@ -47,6 +51,8 @@ META = "\0meta"  # the engine's own blobs (timers, held elements, versions)
 SNAPSHOT_INTERVAL = 10
 STORE_ID = "store-id"
 _SCHEMA = pa.schema([("name", pa.string()), ("key", pa.binary()), ("value", pa.binary())])
+#: the schema metadata of a state file that holds its commit's lineage token
+_TOKEN = b"lineage"
 
 Change = tuple[str, bytes, bytes | None]
 
@@ -101,9 +107,13 @@ class SubtaskStore:
         self.path = os.path.join(directory, f"{subtask}.sqlite")
         self.db: sqlite3.Connection | None = None
         self.batch = -1
-        #: whether ``open`` found the local copy reflecting the batch before, untouched by it
-        #: (a worker's warm state of that batch, ``store_backend``, is then still true)
+        #: whether ``open`` found the local copy reflecting the batch before, on the
+        #: checkpoint's line (a worker's warm state of the same token, ``store_backend``, is
+        #: then still true)
         self.continued = False
+        #: the lineage token of the commit the local copy reflects (None: a file written
+        #: before tokens)
+        self.token: str | None = None
 
     # ----------------------------------------------------------------------- opening
     def open(self, batch: int) -> None:
@@ -111,18 +121,30 @@ class SubtaskStore:
         self.batch = batch
         files = {b: kind for b, kind in versions(self.location).items() if b < batch}
         db = self.db = _connect(self.path)
-        have = _version(db)
-        self.continued = have == batch - 1
+        have, self.token = _lineage(db)
+        on_line = have < batch and (have < 0 or (
+            have in files and self._file_token(have, files[have]) == self.token))
+        self.continued = on_line and have == batch - 1
         needed = [b for b in sorted(files) if b > have]
-        if have >= batch or not _continues(have, needed, files):
+        if not on_line or not _continues(have, needed, files):
             with _transaction(db):
                 db.execute("DELETE FROM state")
-                db.execute("UPDATE version SET batch = -1")
+                db.execute("UPDATE lineage SET batch = -1, token = NULL")
+            self.token = None
             snapshots = [b for b, kind in files.items() if kind == "snapshot"]
             start = max(snapshots, default=-1)
             needed = [b for b in sorted(files) if b >= start]
         for version in needed:
             self._load(version, files[version])
+
+    def _file_token(self, version: int, kind: str) -> str | None:
+        """The lineage token in the checkpoint's file of ``version`` (its schema alone)."""
+        fs, path = storage.resolve(storage.join(self.location, f"{version}.{kind}"))
+        try:
+            with fs.open_input_stream(path) as stream:
+                return _token_of(pa.ipc.open_stream(stream).schema)
+        except (FileNotFoundError, pa.ArrowInvalid):
+            return "\0unreadable"  # never a local copy's token: the copy is rebuilt
 
     def _load(self, version: int, kind: str) -> None:
         data = storage.read_bytes(storage.join(self.location, f"{version}.{kind}"))
@@ -130,13 +152,15 @@ class SubtaskStore:
             raise StateSerializationError(f"keyed state file {version}.{kind} of "
                                           f"{self.location} vanished while it was read")
         db = self._db()
+        reader = pa.ipc.open_stream(data)
+        self.token = _token_of(reader.schema)
         with _transaction(db):
             if kind == "snapshot":
                 db.execute("DELETE FROM state")
-            for batch in pa.ipc.open_stream(data):
+            for batch in reader:
                 columns = [batch.column(i).to_pylist() for i in range(3)]
                 _apply(db, list(zip(*columns, strict=True)))
-            db.execute("UPDATE version SET batch = ?", (version,))
+            db.execute("UPDATE lineage SET batch = ?, token = ?", (version, self.token))
 
     # ----------------------------------------------------------------------- reading
     def get(self, name: str, key: bytes) -> bytes | None:
@@ -187,9 +211,10 @@ class SubtaskStore:
         batch rebuilds. Returns the bytes written to the checkpoint."""
         db = self._db()
         batch = self.batch
+        self.token = uuid.uuid4().hex
         with _transaction(db):
             _apply(db, changes)
-            db.execute("UPDATE version SET batch = ?", (batch,))
+            db.execute("UPDATE lineage SET batch = ?, token = ?", (batch, self.token))
         if batch % SNAPSHOT_INTERVAL == SNAPSHOT_INTERVAL - 1:
             cursor = db.execute("SELECT name, key, value FROM state ORDER BY name, key")
             written = self._write(f"{batch}.snapshot", iter(lambda: cursor.fetchmany(65536), []))
@@ -199,12 +224,13 @@ class SubtaskStore:
 
     def _write(self, name: str, chunks: Iterable[list[Change]]) -> int:
         sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, _SCHEMA) as writer:
+        schema = _SCHEMA.with_metadata({_TOKEN: (self.token or "").encode()})
+        with pa.ipc.new_stream(sink, schema) as writer:
             for rows in chunks:
                 writer.write_batch(pa.record_batch(
                     [pa.array([r[0] for r in rows], pa.string()),
                      pa.array([r[1] for r in rows], pa.binary()),
-                     pa.array([r[2] for r in rows], pa.binary())], schema=_SCHEMA))
+                     pa.array([r[2] for r in rows], pa.binary())], schema=schema))
         data = sink.getvalue().to_pybytes()
         storage.write_bytes(storage.join(self.location, name), data)
         return len(data)
@@ -239,14 +265,22 @@ def _connect(path: str) -> sqlite3.Connection:
     db.execute("PRAGMA cache_size = -65536")  # 64 MiB of pages: the hot keys stay in memory
     db.execute("CREATE TABLE IF NOT EXISTS state (name TEXT NOT NULL, key BLOB NOT NULL, "
                "value BLOB NOT NULL, PRIMARY KEY (name, key)) WITHOUT ROWID")
-    db.execute("CREATE TABLE IF NOT EXISTS version (batch INTEGER NOT NULL)")
-    if db.execute("SELECT count(*) FROM version").fetchone()[0] == 0:
-        db.execute("INSERT INTO version VALUES (-1)")
+    # a copy made before lineage tokens has only a ``version`` table: it is rebuilt once
+    db.execute("CREATE TABLE IF NOT EXISTS lineage (batch INTEGER NOT NULL, token TEXT)")
+    if db.execute("SELECT count(*) FROM lineage").fetchone()[0] == 0:
+        db.execute("INSERT INTO lineage VALUES (-1, NULL)")
     return db
 
 
-def _version(db: sqlite3.Connection) -> int:
-    return int(db.execute("SELECT batch FROM version").fetchone()[0])
+def _lineage(db: sqlite3.Connection) -> tuple[int, str | None]:
+    """The batch the local copy reflects and its commit's lineage token."""
+    batch, token = db.execute("SELECT batch, token FROM lineage").fetchone()
+    return int(batch), token
+
+
+def _token_of(schema: pa.Schema) -> str | None:
+    token = (schema.metadata or {}).get(_TOKEN)
+    return token.decode() if token else None
 
 
 def _continues(have: int, needed: list[int], files: dict[int, str]) -> bool:

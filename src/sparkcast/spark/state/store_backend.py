@@ -7,9 +7,11 @@ the worker's memory: at ``flush`` every key written, removed or handed out as a 
 code may mutate it in place, as on every backend) becomes one change of the batch's delta, and
 once the store committed it the decoded values are kept as the subtask's **warm state**
 (:class:`WarmState`) for its next micro-batch. The next batch takes them only where nothing
-else can have moved the state: the same engine's classes, the local copy untouched since
-this worker committed the batch before (``SubtaskStore.continued``), and no attempt since
-that failed before its commit (a batch that takes the warm state holds it until it commits).
+else can have moved the state: the same engine's classes, the local copy still the one this
+worker's commit left, on the checkpoint's line (``SubtaskStore.continued`` and the same
+lineage token: not a copy another worker moved on, nor a line a rollback left), and no attempt
+since that failed before its commit (a batch that takes the warm state holds it until it
+commits).
 Otherwise, and beyond ``WARM_KEYS`` keys, it reads the store again: the store on disk stays
 the truth for restarts, other workers and the state tools. Broadcast state is the driver's snapshot,
 shared by the worker's subtasks; a subtask that applies broadcast elements itself (event-time
@@ -42,9 +44,9 @@ WARM_KEYS = 1_000_000
 
 @dataclass
 class WarmState:
-    """A subtask's decoded keyed state after the batch ``batch`` its store committed."""
+    """A subtask's decoded keyed state after the commit whose lineage token is ``token``."""
 
-    batch: int | None  #: None while a batch holds it (until that batch commits)
+    token: str | None  #: None while a batch holds it (until that batch commits)
     types: codec.Resolver | None  #: the classes its objects were decoded as
     tables: dict[str, dict[Any, Any]] = field(default_factory=dict)  # name -> {key: value}
     scanned: set[str] = field(default_factory=set)  # the tables holding every stored key
@@ -62,9 +64,9 @@ def _take_warm(store: SubtaskStore, types: codec.Resolver | None) -> WarmState:
     if warm is not None and warm.holder is store:
         return warm
     if (warm is None or warm.types is not types or warm.holder is not None
-            or warm.batch != store.batch - 1 or not store.continued):
+            or not store.continued or warm.token is None or warm.token != store.token):
         warm = WarmState(None, types)
-    warm.batch, warm.holder = None, store
+    warm.token, warm.holder = None, store
     _WARM[store.path] = warm
     return warm
 
@@ -138,7 +140,7 @@ class StoreBackend(StateBackend):
         if sum(len(table.cache) for table in self._keyed.values()) > WARM_KEYS:
             del _WARM[self._store.path]
             return
-        warm.batch, warm.holder = self._store.batch, None
+        warm.token, warm.holder = self._store.token, None
         warm.scanned = {name for name, table in self._keyed.items() if table.scanned}
 
 

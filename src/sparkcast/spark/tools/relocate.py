@@ -16,8 +16,9 @@ the old location is refused (its bytes cannot be rewritten in place).
 ``move`` keeps the job's identity (Spark's query id, sparkcast's checkpoint id and keyed store
 id): the moved checkpoint goes on writing its outputs and its sinks' ledgers as before, and the
 old folder is deleted once the new one is complete. ``copy`` leaves the old folder untouched and
-makes the copy a job of its own (new ids): both may run, each into its own output folder, and
-exactly-once sinks (JDBC, Kafka, Delta) take the copy's batches for a new query's.
+makes the copy a job of its own (new ids, Kafka marker topics of its own): both may run, each
+into its own output folder, and exactly-once sinks (JDBC, Kafka, Delta) take the copy's batches
+for a new query's.
 """
 
 from __future__ import annotations
@@ -124,13 +125,21 @@ def _replace_location(text: str, old: str, new: str) -> str:
 
 
 def _new_identity(checkpoint: str) -> None:
-    """A copy is a job of its own: a new Spark query id, checkpoint id and keyed store id."""
+    """A copy is a job of its own: a new Spark query id, checkpoint id and keyed store id, and
+    Kafka marker topics of its own (the original's recorded aside, ``kafka_markers.py``)."""
     storage.write_bytes(checkpoint_files.file(checkpoint, "metadata"),
                         json.dumps({"id": str(uuid.uuid4())}).encode())
     storage.delete(checkpoint_files.file(checkpoint, ".metadata.crc"))
     if checkpoint_files.read_json(checkpoint, checkpoint_files.ID_FILE) is not None:
         checkpoint_files.write_json(checkpoint, checkpoint_files.ID_FILE,
                                     {"id": uuid.uuid4().hex})
+    topics = checkpoint_files.read_json(checkpoint, checkpoint_files.KAFKA_MARKERS_FILE)
+    if topics is not None:
+        inherited = checkpoint_files.read_json(checkpoint,
+                                               checkpoint_files.KAFKA_INHERITED_FILE) or {}
+        checkpoint_files.write_json(checkpoint, checkpoint_files.KAFKA_INHERITED_FILE,
+                                    {**inherited, **topics})
+        storage.delete(checkpoint_files.file(checkpoint, *checkpoint_files.KAFKA_MARKERS_FILE))
     store = storage.join(keyed_store.folder(checkpoint), keyed_store.STORE_ID)
     if storage.read_bytes(store) is not None:
         storage.write_bytes(store, uuid.uuid4().hex.encode())
