@@ -51,11 +51,11 @@ class Cluster:
                      "--port", str(port), "--webui-port", str(ui))
         for i in range(workers):
             work = self.root / f"worker-{i}"
-            work.mkdir(parents=True)
+            (work / "local").mkdir(parents=True)
             self._launch(f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
                          "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
                          "--webui-port", str(free_port()), "--work-dir", str(work),
-                         self.master_url)
+                         self.master_url, local=work / "local")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._alive_workers(ui) == workers:
@@ -78,10 +78,18 @@ class Cluster:
             current = _parent(current)
         raise LookupError(f"process {pid} runs in no executor")
 
-    def _launch(self, name: str, main_class: str, *args: str) -> None:
+    def shuffle_files(self) -> list[Path]:
+        """The shuffle files every executor of the cluster keeps (its block manager's)."""
+        return [p for p in self.root.glob("worker-*/local/**/blockmgr-*/**/shuffle_*")
+                if p.is_file()]
+
+    def _launch(self, name: str, main_class: str, *args: str, local: Path | None = None
+                ) -> None:
+        """``local``: the executors' local folders (their shuffle files), inside ``root``."""
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed by the process exit
+        env = {**spark_env(), **({"SPARK_LOCAL_DIRS": str(local)} if local else {})}
         self.processes.append(subprocess.Popen(
-            [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], env=spark_env(),
+            [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], env=env,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
     @staticmethod
@@ -116,12 +124,13 @@ def _parent(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
-def pack_environment(root: Path) -> Path:
+def pack_environment(root: Path, hooks: tuple[Path, ...] = ()) -> Path:
     """``env.tar.gz``: a virtualenv with sparkcast installed, as ``venv-pack`` makes one.
 
     On one machine its dependencies (pandas, pyarrow, pyspark) are reached through a ``.pth``
     file into the test virtualenv rather than copied (hundreds of MB); sparkcast itself is a copy,
-    so the executors import the shipped package, never the driver's."""
+    so the executors import the shipped package, never the driver's. ``hooks``: test modules
+    copied in and imported by every Python process of the environment (a ``.pth`` line)."""
     env = root / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
@@ -131,6 +140,9 @@ def pack_environment(root: Path) -> Path:
     deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and
                 (p / "pandas").exists())
     (site / "dependencies.pth").write_text(f"{deps}\n")
+    for hook in hooks:
+        shutil.copy(hook, site / hook.name)
+        (site / f"{hook.stem}.pth").write_text(f"import {hook.stem}\n")
     archive = root / "env.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(env, arcname=".")

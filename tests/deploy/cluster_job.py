@@ -12,9 +12,7 @@ Only the first attempt sleeps (the folder is empty then): Spark's retry of the t
 
 With a third argument ``<bootstrap>/<topic>`` only the keyed pipeline runs, its main output into
 ``sinks.kafka`` (written by the pattern's own tasks, one part per subtask) and its other outputs
-into ``sinks.files``; the first task that commits its Kafka part of micro-batch
-``HOLD_BATCH`` writes its Python worker's pid to ``<data>/held/committed`` and sleeps, so the
-test can kill its executor after the commit, before Spark hears of it.
+into ``sinks.files`` (``test_cluster_kafka.py``).
 """
 
 from __future__ import annotations
@@ -43,21 +41,16 @@ BATCHES = 6
 EVENTS_PER_BATCH = 60
 SLOW_ID = 3 * EVENTS_PER_BATCH + 7  # in micro-batch 3
 SLOW_SECONDS = 8.0
-HOLD_BATCH = 3
-HOLD_SECONDS = 60.0
 
 
 class Thresholds(KeyedBroadcastProcessFunction):
     """Counts events per key; events above the current limit also go to ``ALERTS``."""
 
-    def __init__(self, slow_dir: str | None = None, hold_dir: str | None = None) -> None:
+    def __init__(self, slow_dir: str | None = None) -> None:
         self.slow_dir = slow_dir
-        self.hold_dir = hold_dir
 
     def open(self, runtime_context: Any) -> None:
         self.count = runtime_context.get_state(ValueStateDescriptor("count", int))
-        if self.hold_dir:
-            hold_after_commit(self.hold_dir)
 
     def process_broadcast_element(self, value: Any, ctx: Any) -> None:
         ctx.get_broadcast_state(RULES).put("limit", value["limit"])
@@ -84,32 +77,6 @@ class Labels(BroadcastProcessFunction):
     def process_element(self, value: Any, ctx: Any) -> Any:
         yield value["id"], value["category"], ctx.get_broadcast_state(LABELS).get(
             value["category"]) or "unknown"
-
-
-def hold_after_commit(folder: str) -> None:
-    """In this worker, the first Kafka part of batch ``HOLD_BATCH`` to commit (of any attempt
-    on any worker: the file is made once) holds its task after the commit."""
-    from sparkcast.spark.outputs.kafka_transactions import PartWriter
-
-    write = PartWriter._write_with
-    if getattr(write, "holds", False):
-        return
-
-    def held(self: Any, mine: Any, part: int, batches: Any) -> Any:
-        count = write(self, mine, part, batches)
-        if count is not None and self.batch_id == HOLD_BATCH:
-            try:
-                made = os.open(os.path.join(folder, "committed"), os.O_CREAT | os.O_EXCL
-                               | os.O_WRONLY)
-            except FileExistsError:
-                return count
-            os.write(made, f"{os.getpid()} {part}".encode())
-            os.close(made)
-            time.sleep(HOLD_SECONDS)
-        return count
-
-    held.holds = True  # type: ignore[attr-defined]
-    PartWriter._write_with = held  # type: ignore[method-assign]
 
 
 def batches() -> list[tuple[list[dict], list[dict]]]:
@@ -163,9 +130,8 @@ def run_kafka(spark: Any, data: str, out: str, kafka: str, parallelism: int = 2)
     bootstrap, topic = kafka.split("/")
     events, rules = _sources(spark, data)
     keyed = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES, order_by="version"))
-             .process(Thresholds(hold_dir=f"{data.removeprefix('file://')}/held"),
-                      KEYED_OUTPUT, parallelism=parallelism, side_outputs=[ALERTS],
-                      event_time="ts"))
+             .process(Thresholds(), KEYED_OUTPUT, parallelism=parallelism,
+                      side_outputs=[ALERTS], event_time="ts"))
     files = sinks.files(f"{out}/keyed")
     chosen = {"main": sinks.kafka(bootstrap, topic, key="k"), ALERTS: files,
               "dead_letters": files}

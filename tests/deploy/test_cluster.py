@@ -43,12 +43,13 @@ def write_inputs(data: Path) -> None:
 
 
 def submit(cluster: Cluster, workdir: Path, data: Path, out: Path,
-           extra: list[str] | None = None) -> subprocess.Popen:
+           extra: list[str] | None = None, hooks: tuple[Path, ...] = (),
+           conf: dict[str, str] | None = None) -> subprocess.Popen:
     """``spark-submit`` in client mode with the documented shipping options (docs/deploy.md):
     the archive is unpacked by every executor as ./environment, and the driver (whose
     transformWithStateInPandas runner also starts ./environment/bin/python) finds the same
     environment unpacked in its working directory."""
-    archive = pack_environment(workdir)
+    archive = pack_environment(workdir, hooks)
     with tarfile.open(archive) as tar:
         tar.extractall(workdir / "environment", filter="fully_trusted")
     command = [
@@ -60,6 +61,7 @@ def submit(cluster: Cluster, workdir: Path, data: Path, out: Path,
         "--conf", "spark.cores.max=2", "--conf", "spark.driver.memory=1g",
         "--conf", f"{STATE_STORE}={ROCKSDB}", "--conf", "spark.sql.shuffle.partitions=2",
         "--conf", "spark.ui.enabled=false",
+        *[word for key, value in (conf or {}).items() for word in ("--conf", f"{key}={value}")],
         str(Path(job.__file__)), data.as_uri(), out.as_uri(), *(extra or []),
     ]
     log = open(workdir / "driver.log", "wb")  # noqa: SIM115 - closed when the driver exits

@@ -1,12 +1,13 @@
 """Exactly once into Kafka on the real standalone cluster (two one-core workers, no shuffle
 service), read back with ``read_committed``: the keyed job's main output goes to
 ``sinks.kafka``, written by the pattern's own tasks; the executor whose task had just
-committed its part of a micro-batch is SIGKILLed before Spark hears of the task. Spark then
-runs the part again: a retry elsewhere, or (its map outputs were on the lost executor) a
-re-attempted stage whose tasks start at attempt number 0 again. Before the commit protocol of
-``PartWriter.write_once`` that run wrote the part a second time (1,958-2,059 duplicate rows in
-6 of 6 runs) and the job exited 0; now every row is in Kafka once, equal to the harness, and
-the per-key counters go on from the committed state (no count twice, none missing).
+committed its part of a micro-batch is SIGKILLed before Spark hears of the task, and the
+batch's shuffle files are gone with it (the test removes the other executor's too, as a lost
+executor that held map outputs does), so the part's retry meets a FetchFailed and Spark
+re-attempts the stages: the part runs again at attempt number 0 of a new stage attempt. Before
+the commit protocol of ``PartWriter.write_once`` that run wrote the part a second time
+(1,958-2,059 duplicate rows in 6 of 6 runs) and the job exited 0; now every row is in Kafka
+once, equal to the harness, so the per-key counters went on from the committed state.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy import cluster_job as job
+from tests.deploy import kafka_hold
 from tests.deploy.test_cluster import JOB_SECONDS, expected_outputs, submit, write_inputs
 
 pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
@@ -33,12 +34,15 @@ def test_an_executor_lost_after_its_task_committed_a_kafka_part_duplicates_nothi
     write_inputs(data)
     (data / "held").mkdir()
     kafka_broker.create_topic("cluster-keyed", partitions=3)
-    driver = submit(cluster, workdir, data, out,
-                    extra=[f"{kafka_broker.bootstrap}/cluster-keyed"])
+    driver = submit(cluster, workdir, data, out, extra=[f"{kafka_broker.bootstrap}/cluster-keyed"],
+                    hooks=(Path(kafka_hold.__file__),),
+                    conf={f"spark.executorEnv.{kafka_hold.VARIABLE}": str(data / "held")})
     try:
         pid, part = _committed_part(data / "held" / "committed", driver)
         executor = cluster.executor_of(pid)
         os.kill(executor, signal.SIGKILL)
+        for shuffle in cluster.shuffle_files():
+            shuffle.unlink(missing_ok=True)
         code = driver.wait(timeout=JOB_SECONDS)
     finally:
         if driver.poll() is None:
@@ -55,12 +59,12 @@ def test_an_executor_lost_after_its_task_committed_a_kafka_part_duplicates_nothi
     expected = expected_outputs()["keyed"]
     lost, extra = expected - written, written - expected
     print(f"cluster kafka figures: executor {executor} killed after part {part} of batch "
-          f"{job.HOLD_BATCH} committed; expected {sum(expected.values())}, "
+          f"{kafka_hold.HOLD_BATCH} committed; expected {sum(expected.values())}, "
           f"lost {sum(lost.values())}, extra {sum(extra.values())}")
     assert not lost and not extra, (dict(list(lost.items())[:5]), dict(list(extra.items())[:5]))
     # the counters in the outputs are the state: no key's count was given out twice
     assert all(len(n) == len(set(n)) for n in counts.values())
-    assert "Lost executor" in log or "ExecutorLostFailure" in log, log[-5_000:]
+    assert "ExecutorLostFailure" in log and "FetchFailed" in log, log[-5_000:]
 
 
 def _committed_part(marker: Path, driver) -> tuple[int, int]:
@@ -71,4 +75,4 @@ def _committed_part(marker: Path, driver) -> tuple[int, int]:
             return int(pid), int(part)
         assert driver.poll() is None, "the job ended before a part of the batch was committed"
         time.sleep(0.2)
-    raise AssertionError(f"no part of batch {job.HOLD_BATCH} was committed")
+    raise AssertionError(f"no part of batch {kafka_hold.HOLD_BATCH} was committed")
