@@ -1,8 +1,9 @@
 """The connectors a session gets (``sparkcast.spark.launch.packages``): where no ``.jars``
 folder is found, nothing resolved at start but what the job declares (and Delta), Kafka and
 Avro allowed at their first use, coordinates matching the running PySpark; nothing when the
-user chose jars or turned it off; and the one-line error of a failed resolution. No Spark session here: the
-deployment test (``tests/deploy/test_pip_install.py``) starts one from an installed wheel."""
+user chose jars or turned it off; and the one-line error of a failed resolution. No Spark
+session here: the deployment test (``tests/deploy/test_pip_install.py``) starts one from an
+installed wheel."""
 
 from __future__ import annotations
 
