@@ -220,3 +220,11 @@ def test_user_function_error_names_function_callback_and_key():
     assert (error.function, error.callback, error.key) == ("MatchRules", "process_element", "red")
     no_key = UserFunctionError("F", "open", None, cause)
     assert str(no_key) == "F.open raised ValueError: bad input"
+
+
+def test_a_warning_names_the_users_line_on_one_line():
+    """``warn`` skips sparkcast's own frames, however deep the call inside sparkcast."""
+    with pytest.warns(UserWarning) as caught:
+        errors.warn("first\nsecond")
+    (found,) = caught
+    assert found.filename == __file__ and str(found.message) == "first second"

@@ -1,7 +1,9 @@
-"""The connectors a session gets (``sparkcast.spark.launch.packages``): coordinates matching
-the running PySpark where no ``.jars`` folder is found, nothing when the user chose jars or
-turned it off; and the one-line error of a failed resolution. No Spark session here: the
-deployment test (``tests/deploy/test_pip_install.py``) starts one from an installed wheel."""
+"""The connectors a session gets (``sparkcast.spark.launch.packages``): where no ``.jars``
+folder is found, nothing resolved at start but what the job declares (and Delta), Kafka and
+Avro allowed at their first use, coordinates matching the running PySpark; nothing when the
+user chose jars or turned it off; and the one-line error of a failed resolution. No Spark
+session here: the deployment test (``tests/deploy/test_pip_install.py``) starts one from an
+installed wheel."""
 
 from __future__ import annotations
 
@@ -16,9 +18,11 @@ from sparkcast.jvm import JARS_VARIABLE
 from sparkcast.spark.launch.jars import DELTA_SETTINGS
 from sparkcast.spark.launch.packages import (
     DEFAULT,
+    ON_USE,
     PACKAGES_VARIABLE,
     chosen,
     coordinates,
+    on_use,
     resolution_error,
     scala_version,
     spark_defaults,
@@ -88,18 +92,27 @@ def test_the_scala_suffix_comes_from_the_scala_library_jar(tmp_path):
         scala_version(tmp_path / "empty")
 
 
-def test_a_pip_installed_sparkcast_adds_the_coordinates(pip_installed):
+def test_a_pip_installed_sparkcast_resolves_nothing_at_start(pip_installed):
+    """A job that reads files only starts with no resolution: Kafka and Avro are allowed at
+    their first use (``ON_USE``), not named in ``spark.jars.packages``."""
     settings, added = with_connectors({"spark.sql.shuffle.partitions": "2"})
-    assert added == [KAFKA, AVRO]
-    assert settings == {"spark.sql.shuffle.partitions": "2",
-                        "spark.jars.packages": f"{KAFKA},{AVRO}"}
+    assert added == []
+    assert settings == {"spark.sql.shuffle.partitions": "2", ON_USE: "kafka,avro"}
+    assert on_use(settings) == ("kafka", "avro")
 
 
-def test_delta_adds_its_coordinates_and_settings(pip_installed, monkeypatch):
+def test_what_the_job_declares_is_resolved_at_start(pip_installed):
+    settings, added = with_connectors({}, declared=["kafka"])
+    assert added == [KAFKA]
+    assert settings == {ON_USE: "avro", "spark.jars.packages": KAFKA}
+
+
+def test_delta_adds_its_coordinates_and_settings_at_start(pip_installed, monkeypatch):
+    """Delta's SQL extension is a static setting: it cannot join a running session."""
     monkeypatch.setenv(PACKAGES_VARIABLE, "kafka,delta")
     settings, added = with_connectors({})
-    assert added == [KAFKA, "io.delta:delta-spark_4.2_2.13:4.4.0"]
-    assert settings == {**DELTA_SETTINGS, "spark.jars.packages": ",".join(added)}
+    assert added == ["io.delta:delta-spark_4.2_2.13:4.4.0"]
+    assert settings == {**DELTA_SETTINGS, ON_USE: "kafka", "spark.jars.packages": added[0]}
 
 
 @pytest.mark.parametrize("given", [{"spark.jars": "/opt/my.jar"},
@@ -145,3 +158,11 @@ def test_the_resolution_error_names_what_ivy_did_not_find(tmp_path):
                             "Delta")
     nothing = resolution_error([KAFKA, AVRO], {"spark.jars.ivy": str(tmp_path / "none")})
     assert f"resolve {KAFKA}, {AVRO} (" in str(nothing)
+
+
+def test_a_first_use_that_fails_is_one_line_without_the_start_advice(tmp_path):
+    message = str(resolution_error([KAFKA], {"spark.jars.ivy": str(tmp_path)}, first_use=True))
+    assert message.startswith(f"Spark could not resolve {KAFKA} (the connectors sparkcast adds")
+    assert message.endswith("install a PySpark whose connectors are published or give the jars "
+                            "yourself in spark.jars or spark.jars.packages")
+    assert "\n" not in message and "SPARKCAST_PACKAGES" not in message

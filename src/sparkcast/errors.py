@@ -235,3 +235,19 @@ def raised_as_itself(exc: BaseException) -> bool:
     asked for a key that is not there, as a ``KeyError`` in plain Python would say), is wrapped
     in a ``UserFunctionError`` naming the function, the callback and the key."""
     return isinstance(exc, SparkcastError) and not isinstance(exc, MissingKeyError)
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn at the user's line: the innermost caller outside sparkcast's own files (Python
+    3.12's ``skip_file_prefixes``, which 3.11 lacks), so the warning names the user's file and
+    line, whatever path inside sparkcast led to it. The message stays on one line."""
+    import os
+    import sys
+    import warnings
+
+    own = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame: Any = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(own):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(" ".join(message.split("\n")), category, stacklevel=level + 1)

@@ -63,8 +63,9 @@ def test_a_worker_python_without_sparkcast_is_replaced_on_a_local_master(spark):
     before = context.pythonExec
     context.pythonExec = "/nonexistent/python3"
     try:
-        with pytest.warns(UserWarning, match="PYSPARK_PYTHON="):
+        with pytest.warns(UserWarning, match="PYSPARK_PYTHON=") as caught:
             result = pipeline(spark, parallelism=2)
+        assert [w.filename for w in caught if "PYSPARK_PYTHON=" in str(w.message)] == [__file__]
         assert context.pythonExec == sys.executable
         assert sorted(result.main.collect()) == [(f"k{i}", 5) for i in range(6)]
     finally:
@@ -74,8 +75,9 @@ def test_a_worker_python_without_sparkcast_is_replaced_on_a_local_master(spark):
 def test_spark_default_200_partitions_give_the_cores_as_parallelism_and_a_warning(spark):
     with setting(spark, "spark.sql.shuffle.partitions", "200"):
         assert default_parallelism(spark) == spark.sparkContext.defaultParallelism == 2
-        with pytest.warns(UserWarning, match="spark.sql.shuffle.partitions"):
+        with pytest.warns(UserWarning, match="spark.sql.shuffle.partitions") as caught:
             result = pipeline(spark)
+        assert [w.filename for w in caught if "shuffle" in str(w.message)] == [__file__]
     assert result.plan.parallelism == 2
     with setting(spark, "spark.sql.shuffle.partitions", "3"):
         assert default_parallelism(spark) == 3  # a chosen value is kept

@@ -98,6 +98,9 @@ def test_a_json_source_without_a_corrupt_record_column_is_warned_about_with_the_
     with pytest.warns(UserWarning, match="main input reads JSON files without a _corrupt_record"
                       ) as caught:
         Stream(events).connect(Stream(rules).broadcast(FACTORS)).process(Scale(), OUTPUT)
-    main, broadcast = [str(w.message) for w in caught if "_corrupt_record" in str(w.message)]
+    found = [w for w in caught if "_corrupt_record" in str(w.message)]
+    assert [w.filename for w in found] == [__file__, __file__]  # the user's line, not ours
+    main, broadcast = [str(w.message) for w in found]
+    assert "\n" not in main + broadcast
     assert 'schema("id bigint, user string, amount double, _corrupt_record string")' in main
     assert broadcast.startswith("the broadcast input reads JSON files")

@@ -133,10 +133,10 @@ Read the output back (`out/_output=main/`, parquet):
     from sparkcast.spark import read_output, session
     read_output(session(), "out").show()
 
-`sparkcast run` starts Spark with its Kafka and Avro connectors, which Spark downloads from
-Maven Central on the first run (this job reads files only: `SPARKCAST_PACKAGES=off` starts
-without them; under spark-submit, a job that reads Kafka gives `--packages`: sparkcast's
-docs/deploy.md, "Kafka, Avro and Delta").
+`sparkcast run` starts Spark with no connector to resolve: this job reads files only, so it
+needs no network. A job that reads Kafka gets Spark's Kafka connector (and spark-avro for Avro
+values) when `kafka_topic` first runs, from Maven Central on the first run; under
+spark-submit it gives `--packages` (sparkcast's docs/deploy.md, "Kafka, Avro and Delta").
 
 Run it again after new files arrive in `data/`: it resumes from `ck`. On a cluster, point
 `{upper}_DATA`, `--output` and `--checkpoint` at shared storage (hdfs://, s3a://), pack a

@@ -8,8 +8,11 @@ keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partit
 reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
-Spark's Kafka connector must be in the session: ``session()`` adds it (``spark/launch/
-packages.py``); a session without it is refused at ``kafka_topic`` with its coordinates.
+Spark's Kafka connector (and spark-avro for an ``Avro``) must be in the session: a session
+``session()`` started gets them here, at their first use (``spark/launch/connectors.py``), and
+one Spark cannot resolve is refused here with one line; a session without them that sparkcast
+may not extend (``spark-submit``, ``SPARKCAST_PACKAGES=off``, a Connect server's) is refused
+with the connector's coordinates.
 
 Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
 with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
@@ -38,6 +41,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from sparkcast.api.formats import Avro
 from sparkcast.errors import MissingDependencyError, PipelineError
 from sparkcast.sources.kafka_values import ValueReader, value_reader
+from sparkcast.spark.launch.connectors import require
 from sparkcast.spark.launch.packages import coordinates, scala_version
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
@@ -76,6 +80,7 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     No message shows them."""
     _check_options(metadata, options or {})
     values = value_reader(schema if isinstance(schema, Avro) else _struct(schema))
+    require(spark, ("kafka", "avro") if isinstance(schema, Avro) else ("kafka",))
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
@@ -95,14 +100,16 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
 
 
 def _no_connector() -> MissingDependencyError:
-    """The session has no Kafka connector: a session of its own, ``SPARKCAST_PACKAGES=off`` or
-    ``spark-submit`` without ``--packages``; the error names its coordinates."""
+    """The session has no Kafka connector and sparkcast may not add it: a session of its own,
+    ``SPARKCAST_PACKAGES=off`` or ``spark-submit`` without ``--packages``; the error names its
+    coordinates."""
     import pyspark
 
     (connector,) = coordinates(("kafka",), pyspark.__version__, scala_version())
     return MissingDependencyError(
         f"this Spark session has no Kafka connector: start it with sparkcast.spark.session(), "
-        f"which adds {connector} (unless SPARKCAST_PACKAGES leaves kafka out), or give "
+        f"which adds {connector} at its first use (unless SPARKCAST_PACKAGES leaves kafka "
+        f"out), or give "
         f"spark.jars.packages={connector} (spark-submit: --packages {connector})")
 
 

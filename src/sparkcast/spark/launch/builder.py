@@ -22,11 +22,14 @@
   wins, since the driver JVM is already running);
   ``spark.ui.enabled`` / ``showConsoleProgress`` off: no port to bind, no progress bars in logs
   (``ui=True`` switches the UI on);
-* where no ``.jars/`` folder of a clone is found (a pip install): Spark's Kafka connector and
-  spark-avro (Delta when ``SPARKCAST_PACKAGES`` names it) by Maven coordinates matching the
-  running PySpark, in ``spark.jars.packages`` (``packages.py``), unless the settings name
-  ``spark.jars`` or ``spark.jars.packages`` themselves or ``SPARKCAST_PACKAGES=off``; not
-  under ``spark-submit``, whose ``--packages`` does it;
+* where no ``.jars/`` folder of a clone is found (a pip install): nothing resolved at start
+  unless the job declares it (``packages=("kafka", ...)``, or Delta named by
+  ``SPARKCAST_PACKAGES``), so a job that reads files only starts with no resolution and no
+  network; Spark's Kafka connector and spark-avro join the session at their first use
+  (``kafka_topic``, an Avro value: ``connectors.py``), by Maven coordinates matching the
+  running PySpark (``packages.py``). Not when the settings name ``spark.jars`` or
+  ``spark.jars.packages`` themselves or ``SPARKCAST_PACKAGES=off``, nor under
+  ``spark-submit``, whose ``--packages`` does it;
 * the installed PySpark is one of the tested range (``versions.py``), else one clear error;
 * logs stay at Spark's own level with only known noise silenced (``quiet.py``);
   ``metrics_port`` serves the Prometheus endpoint (``observe/prometheus.py``).
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from sparkcast.spark.environment import ROCKSDB, STATE_STORE
@@ -68,6 +72,7 @@ def session(
     master: str = "local[2]", app_name: str = "sparkcast", conf: dict[str, Any] | None = None,
     *, remote: str | None = None, ui: bool = False, quiet: bool = True,
     metrics_port: int | None = None, metrics_host: str = "127.0.0.1",
+    packages: Iterable[str] = (),
 ) -> Any:
     """Get or create a SparkSession for sparkcast; ``conf`` adds or overrides settings.
 
@@ -75,18 +80,21 @@ def session(
     ``spark-submit`` the submitted ``--master`` wins. ``remote`` makes a Spark Connect session.
     ``ui=True`` switches the Spark UI on (http://localhost:4040); ``quiet=False`` keeps Spark's
     state-server WARNs and the Python workers' banners; ``metrics_port`` starts the Prometheus
-    endpoint on ``metrics_host`` (``0`` picks a free port: ``sparkcast.spark.metrics_url()``)."""
+    endpoint on ``metrics_host`` (``0`` picks a free port: ``sparkcast.spark.metrics_url()``).
+    ``packages`` names connectors (``kafka``, ``avro``, ``delta``) to resolve as the JVM starts
+    rather than at their first use (a pip install; ignored on Spark Connect)."""
     check_pyspark()
     settings = {**DEFAULTS, **({"spark.ui.enabled": "true"} if ui else {}),
                 **{k: str(v) for k, v in (conf or {}).items()}}
     spark = (_connect(remote, app_name, settings) if remote is not None
-             else _classic(master, app_name, settings, quiet))
+             else _classic(master, app_name, settings, quiet, tuple(packages)))
     if metrics_port is not None:
         serve_metrics(spark, metrics_port, metrics_host)
     return spark
 
 
-def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) -> Any:
+def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool,
+             packages: tuple[str, ...]) -> Any:
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -95,7 +103,7 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool) 
     launched = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started us
     added: list[str] = []
     if launched and SparkSession.getActiveSession() is None:  # jars join a JVM when it starts
-        settings, added = with_connectors(settings)
+        settings, added = with_connectors(settings, packages)
     if quiet and launched:
         settings["spark.driver.extraJavaOptions"] = java_options(settings)
     builder = SparkSession.builder.appName(app_name)

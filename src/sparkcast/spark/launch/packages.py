@@ -1,32 +1,39 @@
-"""The JVM connectors a pip-installed sparkcast's session gets, by Maven coordinates.
+"""The JVM connectors a pip-installed sparkcast's session gets, by Maven coordinates, and when.
 
 Spark's Kafka source, Avro and Delta are not among PySpark's own jars. A clone after
 ``make install`` has them in ``.jars/spark``, which its tests and demos add themselves
-(``jars.with_spark_jars``): ``session()`` leaves a clone's sessions as they are, so a session
-that needs no connector starts without them. A pip-installed sparkcast has no such folder, so
-``session()`` names them by coordinates that match the running PySpark in
-``spark.jars.packages``, which Spark resolves with Ivy when its JVM starts (the local Maven
-repository ``~/.m2`` first, then Maven Central; once per machine, then from Ivy's cache):
+(``jars.with_spark_jars``): ``session()`` leaves a clone's sessions as they are. A
+pip-installed sparkcast has no such folder, so the connectors come by coordinates that match
+the running PySpark, resolved by Spark with Ivy (the local Maven repository ``~/.m2`` first,
+then Maven Central; once per machine, then from Ivy's cache):
 
 * ``kafka``: ``org.apache.spark:spark-sql-kafka-0-10_<scala>:<PySpark's version>``;
 * ``avro``: ``org.apache.spark:spark-avro_<scala>:<PySpark's version>``;
-* ``delta`` (only when asked, for a Delta sink): Delta's artifact for the running Spark's minor
-  release (``DELTA``: Delta publishes one per Spark minor), with its SQL extension and catalog.
+* ``delta``: Delta's artifact for the running Spark's minor release (``DELTA``: Delta publishes
+  one per Spark minor), with its SQL extension and catalog.
+
+A session resolves only what its job uses. Kafka and Avro join a running session at their first
+use (``kafka_topic``, an Avro sink: ``connectors.require``), so a job that reads files only
+starts with no resolution and needs no network: ``with_connectors`` records in the session's
+settings (``ON_USE``) which connectors a first use may add. Delta cannot join a running session
+(its SQL extension is a static setting), so it is resolved when the JVM starts, as is whatever
+``session(packages=...)`` declares; a Spark whose connector Maven does not serve (PySpark 4.3.0
+on 2026-11-28), or no network on a first run, then fails the session's start, and a first use
+fails at that use: ``resolution_error`` builds the one line for both.
 
 ``<scala>`` is the Scala of PySpark's own ``scala-library`` jar (``2.13``). The variable
-``SPARKCAST_PACKAGES`` chooses: ``kafka,avro`` when unset, any of ``kafka,avro,delta``, or
-``off``. Nothing is added when the session's settings or ``spark-defaults.conf`` name
-``spark.jars`` or ``spark.jars.packages`` (the user chose the jars), nor under
-``spark-submit`` (its JVM is running already: give ``--packages``). A Spark whose connector
-Maven Central does not serve (PySpark 4.3.0 on 2026-11-28), or no network on a first run,
-fails the session's start: ``resolution_error`` says which coordinates Ivy did not find.
+``SPARKCAST_PACKAGES`` chooses what may be added: ``kafka,avro`` when unset, any of
+``kafka,avro,delta``, or ``off``. Nothing is added when the session's settings or
+``spark-defaults.conf`` name ``spark.jars`` or ``spark.jars.packages`` (the user chose the
+jars), nor under ``spark-submit`` (give ``--packages``), nor to a Spark Connect session (the
+server owns its jars).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from sparkcast.errors import MissingDependencyError
@@ -38,6 +45,10 @@ PACKAGES_VARIABLE = "SPARKCAST_PACKAGES"
 CONNECTORS = ("kafka", "avro", "delta")
 DEFAULT = ("kafka", "avro")
 OFF = "off"
+#: the connectors that can join a running session (Delta's SQL extension is a static setting)
+AT_FIRST_USE = ("kafka", "avro")
+#: the session setting in which ``session()`` names the connectors a first use may add
+ON_USE = "spark.sparkcast.connectorsOnUse"
 #: Spark's minor release -> Delta's coordinates ({scala}: PySpark's Scala), as Maven Central
 #: served them on 2026-11-28 (none for Spark 4.3: no delta-spark_4.3_2.13 there)
 DELTA = {(4, 0): "io.delta:delta-spark_{scala}:4.0.0",
@@ -91,33 +102,50 @@ def scala_version(jars: Path | None = None) -> str:
                                  "(pip install --force-reinstall pyspark)")
 
 
-def with_connectors(settings: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """``settings`` with the connectors' coordinates in ``spark.jars.packages`` (see the
-    module's docstring), and the coordinates added (empty when none were)."""
+def with_connectors(settings: Mapping[str, str], declared: Iterable[str] = ()
+                    ) -> tuple[dict[str, str], list[str]]:
+    """``settings`` for a session about to start (see the module's docstring), and the
+    coordinates added to its ``spark.jars.packages`` (empty when none were): those of
+    ``declared`` and of Delta when chosen; the other chosen connectors go to ``ON_USE``."""
     names = chosen()
-    if not names or _user_jars(settings) or has_jars("spark"):
+    start = chosen(",".join(declared)) if declared else ()
+    if _user_jars(settings) or has_jars("spark"):
         return dict(settings), []
+    start = (*start, *(n for n in names if n not in AT_FIRST_USE and n not in start))
+    later = [n for n in names if n in AT_FIRST_USE and n not in start]
+    found = {**settings, **({ON_USE: ",".join(later)} if later else {})}
+    if not start:
+        return found, []
     import pyspark
 
-    added = coordinates(names, pyspark.__version__, scala_version())
-    delta = DELTA_SETTINGS if "delta" in names else {}
-    return {**delta, **settings, "spark.jars.packages": ",".join(added)}, added
+    added = coordinates(start, pyspark.__version__, scala_version())
+    delta = DELTA_SETTINGS if "delta" in start else {}
+    return {**delta, **found, "spark.jars.packages": ",".join(added)}, added
 
 
-def resolution_error(added: list[str], settings: Mapping[str, str]) -> MissingDependencyError:
-    """The one-line error of a JVM that exited while Spark resolved ``added``: the coordinates
-    Ivy cached no descriptor for (all of them when it cannot tell), and the fixes."""
+def on_use(settings: Mapping[str, str]) -> tuple[str, ...]:
+    """The connectors a first use may add to a session started with ``settings``."""
+    return tuple(n for n in settings.get(ON_USE, "").split(",") if n)
+
+
+def resolution_error(added: list[str], settings: Mapping[str, str], *,
+                     first_use: bool = False) -> MissingDependencyError:
+    """The one-line error of a resolution of ``added`` that failed when the JVM started (it
+    exited) or at a first use (``first_use``): the coordinates Ivy cached no descriptor for
+    (all of them when it cannot tell), and the fixes."""
     cache = Path(_setting(settings, "spark.jars.ivy")
                  or Path.home() / ".ivy2.5.2").expanduser() / "cache"
     missing = [c for c in added if not _in_ivy_cache(cache, c)] or added
     import pyspark
 
+    last = ("" if first_use else
+            f", or set {PACKAGES_VARIABLE}={OFF} if the job reads no Kafka, Avro or Delta")
     return MissingDependencyError(
         f"Spark could not resolve {', '.join(missing)} (the connectors sparkcast adds for "
         f"PySpark {pyspark.__version__}; Maven Central may serve none for this Spark, or it "
-        f"was not reachable): install a PySpark whose connectors are published, give the jars "
-        f"yourself in spark.jars or spark.jars.packages, or set {PACKAGES_VARIABLE}={OFF} if "
-        "the job reads no Kafka, Avro or Delta")
+        f"was not reachable): install a PySpark whose connectors are published"
+        f"{' or' if first_use else ','} give the jars yourself in spark.jars or "
+        f"spark.jars.packages{last}")
 
 
 def _in_ivy_cache(cache: Path, coordinate: str) -> bool:

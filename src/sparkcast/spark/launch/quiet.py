@@ -17,6 +17,12 @@ On a local master everything runs in this one JVM, so ``launch_filtered_gateway`
 ``SPARK_LOCAL_IP=127.0.0.1`` (unless set): Spark binds loopback and has nothing to warn about;
 the incubator line is filtered like the banners (``NOTICES``). On a cluster master the address
 lookup is left alone: there its WARN says something true.
+
+A connector added at its first use (``connectors.py``) makes Ivy print its resolution report
+(some 40 lines) on the JVM's stdout and stderr. ``held`` keeps what the JVM prints meanwhile
+off the console: it writes a begin and an end line (``_HOLD``) to both streams from the JVM,
+which the forwarding threads read in order with the JVM's own lines, and hands over the lines
+between them, for the caller to print when the resolution failed.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from typing import IO, Any
 
@@ -43,6 +52,9 @@ BANNERS = (
 
 #: the JVM's own notices at start, harmless and not from log4j (so no level can quieten them)
 NOTICES = ("WARNING: Using incubator modules: jdk.incubator.vector",)
+#: Ivy's first line of a resolution, from a logger Ivy keeps, which reaches the JVM's stdout
+#: after a hold ended (seen on PySpark 4.2): part of the report ``held`` keeps off the console
+IVY_NOTICE = ":: loading settings :: "
 
 
 def is_banner(line: str) -> bool:
@@ -50,7 +62,7 @@ def is_banner(line: str) -> bool:
 
 
 def is_notice(line: str) -> bool:
-    return line.rstrip("\n") in NOTICES
+    return line.rstrip("\n") in NOTICES or line.startswith(IVY_NOTICE)
 
 
 def java_options(conf: dict[str, str]) -> str:
@@ -96,12 +108,62 @@ def launch_filtered_gateway(conf: Any, local: bool = False) -> Any:
     return gateway
 
 
+#: the start of the lines that begin and end a hold: ``<_HOLD>begin <token>``
+_HOLD = "\x1esparkcast-hold "
+_TARGETS = ("stdout", "stderr")
+
+
+class _Held:
+    """The lines one ``held`` block kept, and, per stream, whether its end was read."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.ended = {target: threading.Event() for target in _TARGETS}
+
+
+_HOLDS: dict[str, _Held] = {}
+
+
+@contextmanager
+def held(jvm: Any, timeout: float = 10.0) -> Iterator[list[str]]:
+    """Keep what the JVM prints inside the block off the console; the list yielded holds those
+    lines once the block ends. Nothing is held (the list stays empty) in a JVM this module did
+    not launch: its output is not read here."""
+    lines: list[str] = []
+    if not _GATEWAY or _GATEWAY[0].jvm is not jvm:
+        yield lines
+        return
+    token, hold = uuid.uuid4().hex, _Held()
+    _HOLDS[token] = hold
+    streams = (jvm.java.lang.System.out, jvm.java.lang.System.err)
+    for stream in streams:
+        stream.println(f"{_HOLD}begin {token}")
+    try:
+        yield lines
+    finally:
+        for stream in streams:
+            stream.println(f"{_HOLD}end {token}")
+        for event in hold.ended.values():
+            event.wait(timeout)
+        lines.extend(_HOLDS.pop(token).lines)
+
+
 def _forward(source: IO[bytes], target: str) -> None:
     """Copy lines to ``sys.<target>`` (looked up per line: tests capture it), minus banners and
-    the blank line each banner's ``print`` adds."""
-    after_banner = False
+    the blank line each banner's ``print`` adds, and minus the lines of a hold (``held``)."""
+    after_banner, holding = False, None
     for raw in iter(source.readline, b""):
         line = raw.decode("utf-8", "replace")
+        if line.startswith(_HOLD):
+            kind, _, token = line[len(_HOLD):].strip().partition(" ")
+            hold = _HOLDS.get(token)
+            holding = hold if kind == "begin" else None
+            if kind == "end" and hold is not None:
+                hold.ended[target].set()
+            continue
+        if holding is not None:
+            holding.lines.append(line)
+            continue
         if is_banner(line):
             after_banner = True
             continue

@@ -13,11 +13,10 @@ import os
 import shutil
 import subprocess
 import sys
-import warnings
 from functools import lru_cache
 from typing import Any
 
-from sparkcast.errors import PipelineError
+from sparkcast.errors import PipelineError, warn
 from sparkcast.spark.environment import is_connect, is_local_master, master_of
 
 _PROBED: set[int] = set()  # sessions (by id) whose workers imported sparkcast
@@ -38,11 +37,11 @@ def _use_importing_python(spark: Any) -> None:
     context = spark.sparkContext
     if _imports_sparkcast(context.pythonExec):
         return
-    warnings.warn(
+    warn(
         f"the session's Python workers run {context.pythonExec!r}, which cannot import "
         f"sparkcast; using this interpreter ({sys.executable}) from now on. DataFrames made "
         f"earlier from Python objects keep the old one: set PYSPARK_PYTHON={sys.executable} "
-        "before creating the session", stacklevel=4)
+        "before creating the session")
     context.pythonExec = sys.executable
     os.environ["PYSPARK_PYTHON"] = sys.executable
 

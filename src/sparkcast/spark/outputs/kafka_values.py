@@ -25,6 +25,7 @@ from pyspark.sql.types import StructType
 
 from sparkcast.api.formats import Avro, spark_avro_missing
 from sparkcast.errors import PipelineError, SinkError
+from sparkcast.spark.launch.connectors import require
 
 #: Spark's error for a null in a field the Avro schema does not allow null (the encoder exists)
 _NULL_FIELD = "AVRO_CANNOT_WRITE_NULL_FIELD"
@@ -54,6 +55,7 @@ def check_avro(where: str, avro: Avro, output: StructType, spark: Any) -> None:
             avro.header()  # refuses a missing schema id
     except PipelineError as error:
         raise SinkError(f"{where}: {error}") from error
+    require(spark, ("avro",))  # spark-avro joins a session sparkcast started at its first use
     nulls = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in output.fields])
     try:
         spark.range(1).select(encoded(nulls, avro).alias("value")).collect()

@@ -13,10 +13,9 @@ The session's Python workers are checked before the plan is built (``launch/work
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
-from sparkcast.errors import PipelineError
+from sparkcast.errors import PipelineError, warn
 from sparkcast.spark.environment import (
     ROCKSDB,
     SPARK_DEFAULT_PARTITIONS,
@@ -40,11 +39,11 @@ def prepare(plan: RuntimePlan) -> None:
     if not plan.in_place:
         _check_state_store(spark)
     if str(spark.conf.get("spark.sql.shuffle.partitions", "")) == SPARK_DEFAULT_PARTITIONS:
-        warnings.warn(
+        warn(
             "spark.sql.shuffle.partitions is Spark's default 200: each micro-batch of the "
             "stateful operator runs 200 tasks. Set it to about the cluster's cores, e.g. "
             f"spark.conf.set('spark.sql.shuffle.partitions', '{session_cores(spark)}'), "
-            "before the query's first start (it is fixed per checkpoint)", stacklevel=3)
+            "before the query's first start (it is fixed per checkpoint)")
 
 
 def query_blob_store(plan: RuntimePlan, checkpoint_location: str) -> str:

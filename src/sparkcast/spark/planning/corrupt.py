@@ -24,12 +24,11 @@ is refused at ``process()`` with the first bad lines, since a one-off table can 
 from __future__ import annotations
 
 import re
-import warnings
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sparkcast.errors import PipelineError
+from sparkcast.errors import PipelineError, warn
 from sparkcast.spark.layout import ERROR, RAW
 
 CORRUPT_COLUMN = "_corrupt_record"
@@ -98,12 +97,11 @@ def warn_without_corrupt_column(df: DataFrame, side: str) -> None:
     if kind is None:
         return
     schema = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields)
-    warnings.warn(
+    warn(
         f"the {side} input reads {kind.upper()} files without a {CORRUPT_COLUMN} column: Spark "
         "turns a malformed line into a row of nulls, which the function sees as data. Add the "
         f"column to its schema, e.g. .schema(\"{schema}, {CORRUPT_COLUMN} string\"), and "
-        "malformed lines become dead letters with the raw line and its file",
-        stacklevel=4)
+        "malformed lines become dead letters with the raw line and its file")
 
 
 def split_broadcast_corrupt(df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
