@@ -109,15 +109,44 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.fixture
-def session_cli(spark: Any, cli: Callable[..., subprocess.CompletedProcess[str]]
+def session_cli(spark: Any, cli: Callable[..., subprocess.CompletedProcess[str]],
+                capsys: pytest.CaptureFixture[str]
                 ) -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
-    """``cli`` on the shared session: the settings a command gives ``session()`` (its
-    ``getOrCreate`` applies the runtime ones to the running session) are undone after."""
+    """``cli`` on the shared session, its stderr with what the JVM wrote meanwhile
+    (``jvm_stderr``); the settings a command gives ``session()`` (its ``getOrCreate`` applies
+    the runtime ones to the running session) are undone after."""
     before = dict(spark.conf.getAll)
-    yield cli
+
+    def run(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+        jvm_stderr(spark, capsys)  # what the JVM wrote before is not the command's
+        done = cli(*argv, cwd=cwd)
+        done.stderr += jvm_stderr(spark, capsys)
+        return done
+
+    yield run
     for key, value in dict(spark.conf.getAll).items():
         if before.get(key) != value and spark.conf.isModifiable(key):
             if key in before:
                 spark.conf.set(key, before[key])
             else:
                 spark.conf.unset(key)
+
+
+def jvm_stderr(spark: Any, capsys: pytest.CaptureFixture[str], timeout: float = 60.0) -> str:
+    """What the shared session's JVM wrote to its stderr so far, as capsys saw it: sparkcast's
+    ``session()`` forwards the JVM's output to ``sys.stderr`` line by line (``quiet.py``), so a
+    marker printed by the JVM last arrives after everything it wrote before."""
+    import time
+
+    from sparkcast.spark.launch import quiet
+
+    assert quiet._GATEWAY and spark.sparkContext._gateway is quiet._GATEWAY[0], \
+        "the shared session's JVM output is not forwarded to sys.stderr (quiet.py)"
+    marker = f"sparkcast-tests-drained-{time.monotonic_ns()}"
+    spark.sparkContext._jvm.java.lang.System.err.println(marker)
+    seen, deadline = "", time.monotonic() + timeout
+    while marker not in seen:
+        assert time.monotonic() < deadline, "the JVM's stderr did not drain"
+        time.sleep(0.05)
+        seen += capsys.readouterr().err
+    return seen[:seen.index(marker)]
