@@ -40,11 +40,12 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     real = subprocess.Popen
 
     class Guard(real):  # type: ignore[valid-type, misc]
-        def __init__(self, args: Any, *rest: Any, **options: Any) -> None:
+        # in __new__: before any __init__, also the one ``--no-jvm`` wraps (suite_cost.py)
+        def __new__(cls, args: Any, *rest: Any, **options: Any) -> Any:
             words = args if isinstance(args, list | tuple) else [args]
             if any("spark-submit" in str(w) or Path(str(w)).name == "java" for w in words):
                 raise SparkStarted(f"a JVM was about to start: {words}")
-            super().__init__(args, *rest, **options)
+            return super().__new__(cls)
 
     def refuse(what: str) -> Callable[..., Any]:
         def refused(*args: Any, **kwargs: Any) -> Any:
