@@ -1,8 +1,10 @@
 """sparkcast as ``pip install 'sparkcast[kafka]'`` gives it, with no clone and no ``make
-install``: the wheel built from a copy of the source, installed into a fresh virtualenv with
-its ``spark`` and ``kafka`` extras, runs a Kafka job file (``pip_kafka_job.py``) with
-``sparkcast run`` against a real broker: the session it starts brings Spark's Kafka connector
-by coordinates (``spark.jars.packages``), and the job reads its topics and writes its totals.
+install``: the run's release wheel (``release_build``, tests/conftest.py: ``python -m build``
+from a copy of the source, which tests/test_release.py checks), installed into a fresh
+virtualenv with its ``spark`` and ``kafka`` extras, runs a Kafka job file
+(``pip_kafka_job.py``) with ``sparkcast run`` against a real broker: the session it starts
+brings Spark's Kafka connector by coordinates (``spark.jars.packages``), and the job reads its
+topics and writes its totals.
 
 Nothing is downloaded while it runs: pip installs from the wheelhouse ``make install`` builds
 from pip's cache (``--no-index``), and Spark resolves the coordinates from the local Maven
@@ -23,12 +25,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("pip_kafka_job.py")
 KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
-SOURCE = ("src", "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "CHANGELOG.md")
 IVY_SETTINGS = """<ivysettings>
   <settings defaultResolver="local-m2"/>
   <resolvers>
@@ -58,21 +59,17 @@ def run(command: list[str], timeout: float, **options: object) -> str:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(tmp_path_factory: pytest.TempPathFactory, release_build: tuple[Path, Path, str]
+         ) -> Path:
     """A fresh virtualenv with the wheel and its ``spark`` and ``kafka`` extras, offline."""
-    base, wheels = tmp_path_factory.mktemp("pip-install"), wheelhouse()
-    source, dist, env = base / "source", base / "dist", base / "env"
-    for name in SOURCE:
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
-        copy(ROOT / name, source / name)  # type: ignore[operator]
+    wheel, _, _ = release_build
+    env, wheels = tmp_path_factory.mktemp("pip-install") / "env", wheelhouse()
     run([sys.executable, "-m", "venv", "--without-pip", str(env)], 120)
     # this environment's pip installs into the new one (faster than its own ensurepip), without
     # byte-compiling PySpark's thousands of files (half the install's time)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "--python",
            str(env / "bin" / "python")]
     offline = ["--no-index", "--find-links", str(wheels)]
-    run([*pip, "wheel", "--no-deps", *offline, "-w", str(dist), str(source)], 300)
-    (wheel,) = dist.glob("sparkcast-*.whl")
     run([*pip, "install", "--no-compile", *offline, f"{wheel}[spark,kafka]", "pyspark==4.2.0"],
         600)
     return env
