@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -108,3 +111,35 @@ def kafka_broker() -> Iterator[Any]:
         pytest.fail(f"these tests need a real Kafka broker: {error}", pytrace=False)
     with broker:
         yield broker
+
+
+ROOT = Path(__file__).resolve().parent.parent
+#: what a fresh clone has not: environments, caches, build output, the benchmarks' results
+NOT_IN_A_CLONE = shutil.ignore_patterns(
+    ".venv*", ".git", "site", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
+    ".ruff_cache", ".mypy_cache", "benchmarks", "spark-warehouse", ".sparkcast-demo")
+
+
+def without_source_tree(**more: str) -> dict[str, str]:
+    """This environment with no source tree on the path; byte-compiling allowed (its absence
+    is a warning)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV")}
+    return {**env, **more}
+
+
+@pytest.fixture(scope="session")
+def release_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """(wheel, sdist, build log) built once for the run the way a release is (``python -m
+    build``, an isolated build environment) from a copy of the source tree, as from a fresh
+    clone: tests/test_release.py checks them, tests/deploy/test_pip_install.py installs the
+    wheel."""
+    base = tmp_path_factory.mktemp("release")
+    source, out = base / "source", base / "dist"
+    shutil.copytree(ROOT, source, ignore=NOT_IN_A_CLONE)
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
+                          capture_output=True, text=True, env=without_source_tree(), timeout=300)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-3000:]
+    (wheel,), (sdist,) = out.glob("*.whl"), out.glob("*.tar.gz")
+    return wheel, sdist, log

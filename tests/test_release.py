@@ -5,14 +5,14 @@ shows, and the wheel installed into a fresh virtualenv runs the harness and the 
 The virtualenv takes sparkcast from the wheel alone (no source tree on its path); its
 dependencies come from this environment through a ``.pth`` line, since installing PySpark
 anew costs minutes (3.5 min measured). ``make compat`` does the full
-``pip install "<wheel>[spark]"`` from PyPI, per supported PySpark."""
+``pip install "<wheel>[spark]"`` from PyPI, per supported PySpark. The build is the run's one
+(``release_build``, tests/conftest.py), whose wheel tests/deploy/test_pip_install.py installs
+too."""
 
 from __future__ import annotations
 
 import email
-import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,46 +21,21 @@ import textwrap
 import zipfile
 from pathlib import Path
 
-import pytest
-
 import sparkcast
+from tests.conftest import without_source_tree
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = shutil.ignore_patterns(".venv*", ".git", "site", "build", "dist", "*.egg-info",
-                              "__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache",
-                              "benchmarks", "spark-warehouse", ".sparkcast-demo")
 
 
-def _clean_env(**more: str) -> dict[str, str]:
-    """No source tree on the path; byte-compiling allowed (its absence is a warning)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "VIRTUAL_ENV")}
-    return {**env, **more}
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
-    """(wheel, sdist, build log) from a copy of the source tree, as from a fresh clone."""
-    base = tmp_path_factory.mktemp("release")
-    source, out = base / "source", base / "dist"
-    shutil.copytree(ROOT, source, ignore=SKIP)
-    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(source)],
-                          capture_output=True, text=True, env=_clean_env(), timeout=300)
-    log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-3000:]
-    (wheel,), (sdist,) = out.glob("*.whl"), out.glob("*.tar.gz")
-    return wheel, sdist, log
-
-
-def test_the_build_prints_no_warning(built):
-    _, _, log = built
+def test_the_build_prints_no_warning(release_build):
+    _, _, log = release_build
     warned = [line for line in log.splitlines() if re.search(r"warn|deprecat", line, re.I)
               and "pypi-more" not in line and "/opt/pypi" not in line]  # this machine's pip
     assert warned == []
 
 
-def test_both_carry_the_license_and_the_version(built):
-    wheel, sdist, _ = built
+def test_both_carry_the_license_and_the_version(release_build):
+    wheel, sdist, _ = release_build
     version = sparkcast.__version__
     assert wheel.name == f"sparkcast-{version}-py3-none-any.whl"
     assert sdist.name == f"sparkcast-{version}.tar.gz"
@@ -94,8 +69,8 @@ def _check_metadata(meta: email.message.Message, version: str) -> None:
     assert relative == [], f"links that break on PyPI: {relative}"
 
 
-def test_the_installed_wheel_runs_the_harness_and_the_cli(built, tmp_path):
-    wheel, _, _ = built
+def test_the_installed_wheel_runs_the_harness_and_the_cli(release_build, tmp_path):
+    wheel, _, _ = release_build
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python, bin_dir = venv / "bin" / "python", venv / "bin"
@@ -106,13 +81,13 @@ def test_the_installed_wheel_runs_the_harness_and_the_cli(built, tmp_path):
     # a .pth file, which a path added this way does not run)
     Path(site, "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-                   check=True, env=_clean_env(), timeout=120, capture_output=True)
+                   check=True, env=without_source_tree(), timeout=120, capture_output=True)
     run = subprocess.run([python, "-c", HARNESS_CHECK], capture_output=True, text=True,
-                         env=_clean_env(), cwd=tmp_path, timeout=120)
+                         env=without_source_tree(), cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == [sparkcast.__version__, str(Path(site, "sparkcast")), "ok"]
     cli = subprocess.run([bin_dir / "sparkcast", *_version_flag(bin_dir)], capture_output=True,
-                         text=True, env=_clean_env(), cwd=tmp_path, timeout=120)
+                         text=True, env=without_source_tree(), cwd=tmp_path, timeout=120)
     assert cli.returncode == 0, cli.stderr
     assert (sparkcast.__version__ in cli.stdout) if "--version" in cli.args else (
         "usage: sparkcast" in cli.stdout)
@@ -121,7 +96,7 @@ def test_the_installed_wheel_runs_the_harness_and_the_cli(built, tmp_path):
 def _version_flag(bin_dir: Path) -> list[str]:
     """``--version`` once the CLI has it; until then ``--help`` shows the command runs."""
     helped = subprocess.run([bin_dir / "sparkcast", "--help"], capture_output=True, text=True,
-                            env=_clean_env(), timeout=120)
+                            env=without_source_tree(), timeout=120)
     return ["--version"] if "--version" in helped.stdout else ["--help"]
 
 

@@ -79,10 +79,12 @@ def test_run_takes_a_master_a_packed_environment_and_spark_settings(tmp_path, mo
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 def test_the_demo_terminal_output_has_no_worker_banners_and_no_warn_flood(tmp_path):
     """The demo in its own process (a fresh JVM, as a user runs it), output piped: sparkcast's
-    log configuration and banner filter hold, no warning is printed, and a pipe gets no ANSI
-    codes."""
+    log configuration and banner filter hold, no warning is printed (at start-up too: the proof
+    of a quiet start for ``run`` as well, whose session starts the same way), and a pipe gets no
+    ANSI codes."""
     import subprocess
     import sys
 

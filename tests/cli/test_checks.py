@@ -2,16 +2,17 @@
 stderr with exit status 2, found before Spark starts; ``--debug`` shows the traceback; the help
 describes what the code writes; ``--metrics-host``.
 
-"Before Spark starts" is checked, not timed: each command runs in a fresh interpreter whose
-``subprocess.Popen`` refuses to launch ``spark-submit`` (the only way PySpark starts a JVM) and
-exits 99 instead. A control test shows that guard trips on a command that does start Spark.
+"Before Spark starts" is checked, not timed: each command runs in this process (``main``, its
+output from capsys) under ``no_spark`` (tests/cli/conftest.py), which makes every way of
+starting Spark raise ``SparkStarted`` instead: a ``subprocess.Popen`` of ``spark-submit`` (the
+only way PySpark starts a JVM), PySpark's ``launch_gateway``, a new ``SparkContext``, a
+session's ``getOrCreate`` (so a JVM already running in this process does not hide a start). A
+control test shows that guard trips on a command that does start Spark.
 """
 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -21,29 +22,15 @@ import sparkcast
 from sparkcast.cli import build_parser, main
 from sparkcast.cli.apps import DOCS
 from sparkcast.spark import layout
+from tests.cli.conftest import SparkStarted
 
 ROOT = Path(__file__).resolve().parents[2]
-GUARD = """
-import subprocess, sys
-_Popen = subprocess.Popen
-class Guard(_Popen):
-    def __init__(self, args, *rest, **options):
-        words = args if isinstance(args, (list, tuple)) else [args]
-        if any("spark-submit" in str(word) for word in words):
-            sys.stderr.write("GUARD: a JVM was about to start\\n")
-            sys.stderr.flush()
-            import os
-            os._exit(99)
-        super().__init__(args, *rest, **options)
-subprocess.Popen = Guard
-from sparkcast.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
 
 
-def sparkcast_cli(*argv: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", GUARD, *argv], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, check=False)
+@pytest.fixture
+def sparkcast_cli(cli, no_spark):
+    """``sparkcast ARGV...`` in this process, with Spark refused (``SparkStarted``)."""
+    return cli
 
 
 MISTAKES = {
@@ -68,23 +55,21 @@ MISTAKES = {
 
 
 @pytest.mark.parametrize("case", MISTAKES, ids=list(MISTAKES))
-def test_a_mistake_is_one_line_and_exit_2_without_starting_spark(case):
+def test_a_mistake_is_one_line_and_exit_2_without_starting_spark(case, sparkcast_cli):
     argv, says = MISTAKES[case]
-    run = sparkcast_cli(*argv)
-    assert "GUARD" not in run.stderr
+    run = sparkcast_cli(*argv)  # a start of Spark raises SparkStarted
     assert run.returncode == 2, run.stderr
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("sparkcast"), run.stderr
     assert says in run.stderr
     assert run.stdout == ""
 
 
-def test_the_guard_trips_when_a_command_does_start_spark(tmp_path):
-    run = sparkcast_cli("state", "show", str(tmp_path))  # a folder that exists: Spark starts
-    assert run.returncode == 99, run.stderr
-    assert "GUARD: a JVM was about to start" in run.stderr
+def test_the_guard_trips_when_a_command_does_start_spark(tmp_path, sparkcast_cli):
+    with pytest.raises(SparkStarted, match="was about to start"):
+        sparkcast_cli("state", "show", str(tmp_path))  # a folder that exists: Spark starts
 
 
-def test_a_job_file_that_does_not_import_is_one_line_before_spark(tmp_path):
+def test_a_job_file_that_does_not_import_is_one_line_before_spark(tmp_path, sparkcast_cli):
     (tmp_path / "broken.py").write_text("import no_such_module_here\n")
     (tmp_path / "other.py").write_text("def build(spark):\n    pass\n")
     broken = sparkcast_cli("run", "broken.py", cwd=tmp_path)
@@ -96,7 +81,7 @@ def test_a_job_file_that_does_not_import_is_one_line_before_spark(tmp_path):
     assert "defines no function pipeline(spark); its functions: build" in unnamed.stderr
 
 
-def test_debug_shows_the_traceback(tmp_path):
+def test_debug_shows_the_traceback(sparkcast_cli):
     run = sparkcast_cli("run", "fraud", "--parallelism", "0", "--debug")
     assert run.returncode == 2
     assert run.stderr.startswith("Traceback") and "UsageError" in run.stderr
@@ -144,10 +129,9 @@ def test_every_docs_page_the_help_names_exists(capsys):
     assert all((ROOT / "docs" / page).is_file() for page in pages), pages
 
 
-def test_a_job_returning_a_process_result_needs_output_before_spark(tmp_path):
+def test_a_job_returning_a_process_result_needs_output_before_spark(tmp_path, sparkcast_cli):
     assert main(["init", "shop", "--directory", str(tmp_path)]) == 0
     run = sparkcast_cli("run", "shop/job.py", "--available-now", cwd=tmp_path / "shop")
-    assert "GUARD" not in run.stderr
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert "returns a ProcessResult: give --output and --checkpoint" in run.stderr
 
@@ -166,7 +150,7 @@ def test_an_error_leads_with_its_point_and_fix_and_the_details_follow():
     assert details[-1].startswith("See docs/operations.md")
 
 
-def test_application_options_are_refused_for_a_job_file(tmp_path):
+def test_application_options_are_refused_for_a_job_file(tmp_path, sparkcast_cli):
     job = tmp_path / "job.py"
     job.write_text("def pipeline(spark):\n    pass\n")
     run = sparkcast_cli("run", str(job), "--parallelism", "3", "--events", str(tmp_path))

@@ -1,11 +1,14 @@
 """``sparkcast run PATH.py[:NAME]`` (cli/jobs.py) and ``sparkcast init`` (cli/skeleton.py).
 
-Loading, zipping and the skeleton's own harness test run without Spark. On Spark, each run is
-the command in a process of its own (a fresh JVM, as a user starts it): the example job file
-returning a ``ProcessResult``, whose output must equal the harness's and whose stderr must hold
-no WARN line; and a job inside a package (relative imports) that starts its own query and whose
-function imports a module of its package only on the executors, which works only if the package
-was shipped.
+Loading, zipping and the skeleton's own harness test run without Spark. On Spark, a run whose
+point is what it writes and says runs in this process on the shared session (``session_cli``,
+tests/cli/conftest.py, with what the JVM logged meanwhile): the example job file returning a
+``ProcessResult``, whose output must equal the harness's and which logs no WARN line; a job
+inside a package (relative imports) that starts its own query and whose function imports a
+module of its package only on the executors, which works only if the package was shipped; a
+second job refused on the first's checkpoint; a run all of whose outputs are dead letters. What
+only a process of its own shows runs in one (``fresh_jvm``): the README's ``spark-submit``
+recipe, Ctrl-C, and a ``--duration`` shorter than a fresh JVM's first micro-batch.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from sparkcast.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "enrich_job.py"
+#: the WARN of a second ``getOrCreate`` on a running session, whose static settings it ignores
+EXISTING_SESSION = "Using an existing Spark session"
 
 
 def write_package(root: Path) -> Path:
@@ -85,22 +90,19 @@ def test_load_job_refuses_a_file_named_like_a_module_already_imported(tmp_path):
         load_job(JobSpec(tmp_path / "json.py"))
 
 
-def test_a_package_imported_from_a_py_files_zip_elsewhere_loads_its_job(tmp_path):
+def test_a_package_imported_from_a_py_files_zip_elsewhere_loads_its_job(tmp_path, monkeypatch):
     """spark-submit --py-files /elsewhere/shop.zip shop/job.py: the job's module imported the
-    package from the zip (on PYTHONPATH) before the CLI loads the job file."""
+    package from the zip (on the path) before the CLI loads the job file."""
     job = write_package(tmp_path / "project")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     shipped = zip_package(tmp_path / "project" / "shop").rename(elsewhere / "shop.zip")
-    script = ("import sys\nfrom pathlib import Path\nimport shop.functions\n"
-              "from sparkcast.cli.jobs import JobSpec, load_job\n"
-              "print(load_job(JobSpec(Path(sys.argv[1]), 'own_query')).__module__)\n")
-    run = subprocess.run([sys.executable, "-c", script, str(job)], cwd=elsewhere,
-                         capture_output=True, text=True, timeout=120, check=False,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                             [str(shipped), os.environ.get("PYTHONPATH", "")])})
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "shop.jobs.job"
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.syspath_prepend(str(shipped))
+    import shop.functions  # noqa: F401 - as the job's module does, from the zip
+
+    assert zipfile.is_zipfile(Path(sys.modules["shop"].__file__).parents[1])
+    assert load_job(JobSpec(job, "own_query")).__module__ == "shop.jobs.job"
 
 
 def test_the_job_must_return_a_result_or_a_query():
@@ -143,29 +145,36 @@ def expected_enrichment() -> tuple[Counter, Counter]:
 
 
 @pytest.mark.spark
-def test_the_example_job_runs_to_completion_and_reads_back_right(tmp_path, spark):
+def test_the_example_job_runs_to_completion_and_reads_back_right(tmp_path, spark, session_cli,
+                                                                monkeypatch):
+    """On the session, whose JVM resolves a relative path from its own folder, not this
+    test's: absolute folders (the relative ones of a user's run: the fresh runs below)."""
     from sparkcast.spark import read_output
 
-    run = subprocess.run(
-        [sys.executable, "-m", "sparkcast.cli", "run", str(EXAMPLE), "--output", "out",
-         "--checkpoint", "ck", "--available-now", "--no-view"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    out = str(tmp_path / "out")
+    monkeypatch.setenv("ENRICH_DATA", str(tmp_path / "enrich-data"))
+    run = session_cli("run", str(EXAMPLE), "--output", out, "--checkpoint",
+                      str(tmp_path / "ck"), "--available-now", "--no-view", cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "outputs in out" in run.stdout
+    assert f"outputs in {out}" in run.stdout
     # --no-view: one line per micro-batch (the last one too), no screen at the end
     assert "micro-batch 0:" in run.stdout and "recent outputs" not in run.stdout, run.stdout
     assert "waiting for the first micro-batch" not in run.stdout, run.stdout
-    # a plain run starts quietly: no JVM WARN lines (loopback address, native library, AQE)
-    assert not [line for line in run.stderr.splitlines() if "WARN" in line], run.stderr
+    # the run is quiet: no JVM WARN line while it runs (its start-up in a fresh JVM: the demo's
+    # test, tests/cli/test_apps.py); but the one a running session gives a second getOrCreate
+    warned = [line for line in run.stderr.splitlines() if "WARN" in line]
+    assert [line for line in warned if EXISTING_SESSION not in line] == [], run.stderr
     main_rows, unknown = expected_enrichment()
-    out = str(tmp_path / "out")
     assert Counter(tuple(r) for r in read_output(spark, out).collect()) == main_rows
     assert Counter(tuple(r) for r in read_output(spark, out, "unknown").collect()) == unknown
     assert sum(main_rows.values()) == 50 and sum(unknown.values()) == 10
 
 
 @pytest.mark.spark
-def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(tmp_path, spark):
+def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(
+        tmp_path, spark, session_cli, monkeypatch):
+    """The session's executors run in another folder (this process's JVM's), without the
+    package on their path: only the shipped zip has ``shop.lookup``."""
     from sparkcast.spark import read_output
     from tests.conftest import write_json_lines
 
@@ -176,10 +185,8 @@ def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(t
                                                 {"k": "k1", "name": "one"}])
     elsewhere = tmp_path / "elsewhere"  # neither the cwd nor PYTHONPATH holds the package
     elsewhere.mkdir()
-    run = subprocess.run(
-        [sys.executable, "-m", "sparkcast.cli", "run", f"{job}:own_query", "--no-view"],
-        cwd=elsewhere, capture_output=True, text=True, timeout=900, check=False,
-        env={**os.environ, "SHOP_DATA": str(data)})
+    monkeypatch.setenv("SHOP_DATA", str(data))
+    run = session_cli("run", f"{job}:own_query", "--no-view", cwd=elsewhere)
     assert run.returncode == 0, run.stderr[-3000:]
     rows = sorted(tuple(r) for r in read_output(spark, str(data / "out")).collect())
     names = {0: "zero", 1: "one", 2: "?"}
@@ -187,6 +194,7 @@ def test_a_package_job_that_starts_its_own_query_runs_with_its_package_shipped(t
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 def test_the_init_projects_spark_submit_recipe_runs(tmp_path, spark):
     """The README's recipe with the real ``spark-submit`` (local master): the package comes
     with ``--py-files`` (the CLI must not ship a second ``shop.zip``), imported from the zip
@@ -211,29 +219,33 @@ def test_the_init_projects_spark_submit_recipe_runs(tmp_path, spark):
 
 
 @pytest.mark.spark
-def test_another_jobs_checkpoint_is_refused_with_the_fix_first(tmp_path):
-    """Two init projects, the second run on the first's checkpoint (one process, one JVM): the
-    error's first line says what differs and the fix, the details follow a line each."""
-    for name in ("shop", "bar"):
+def test_another_jobs_checkpoint_is_refused_with_the_fix_first(tmp_path, session_cli,
+                                                              monkeypatch):
+    """Two init projects, the second run on the first's checkpoint (on the session, so with
+    absolute folders: its JVM resolves relative ones from its own): the error's first line says
+    what differs and the fix, the details follow a line each. (Not named ``shop``: another test
+    ships a different ``shop.zip`` to the same executors.)"""
+    for name in ("cafe", "bar"):
         assert main(["init", name, "--directory", str(tmp_path)]) == 0
-    options = "'--available-now', '--no-view', '--checkpoint', 'ck', '--output'"
-    script = ("import sys\nfrom sparkcast.cli import main\n"
-              f"first = main(['run', 'shop/job.py', {options}, 'out'])\n"
-              f"sys.exit(10 + first if first else main(['run', '../bar/bar/job.py', {options},"
-              " 'out2']))\n")
-    run = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "shop",
-                         capture_output=True, text=True, timeout=900, check=False)
+    project = tmp_path / "cafe"
+    for name in ("CAFE", "BAR"):  # the second job reads the first's data/, as from its folder
+        monkeypatch.setenv(f"{name}_DATA", str(project / "data"))
+    options = ("--available-now", "--no-view", "--checkpoint", str(project / "ck"), "--output")
+    first = session_cli("run", "cafe/job.py", *options, str(project / "out"), cwd=project)
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = session_cli("run", "../bar/bar/job.py", *options, str(project / "out2"), cwd=project)
     assert run.returncode == 2, run.stderr[-3000:]
     lines = run.stderr.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("sparkcast run: error:"))
     lead = lines[at]
     assert "whose function differs" in lead and "give it a new checkpoint" in lead, lead
     assert len(lead) < 300 and lead.endswith("(--debug: the traceback)"), lead
-    assert lines[at + 1].startswith("  function: the checkpoint has \"shop.functions.")
+    assert lines[at + 1].startswith("  function: the checkpoint has \"cafe.functions.")
     assert lines[at + 2].startswith("See docs/operations.md"), lines[at:]
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 def test_ctrl_c_stops_a_job_and_its_checkpoint_keeps_the_progress(tmp_path, spark):
     """No --available-now: the query runs until Ctrl-C (SIGINT), which stops it cleanly."""
     from sparkcast.spark import read_output
@@ -261,6 +273,7 @@ def test_ctrl_c_stops_a_job_and_its_checkpoint_keeps_the_progress(tmp_path, spar
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 def test_duration_stops_a_job_between_micro_batches(tmp_path):
     """--duration shorter than the first micro-batch: the stop waits for it to commit, so no
     write is aborted (Spark would log the abort as an ERROR with a Java traceback)."""
@@ -274,9 +287,11 @@ def test_duration_stops_a_job_between_micro_batches(tmp_path):
 
 
 @pytest.mark.spark
-def test_a_run_whose_every_output_is_a_dead_letter_says_why_and_exits_non_zero(tmp_path):
+def test_a_run_whose_every_output_is_a_dead_letter_says_why_and_exits_non_zero(tmp_path,
+                                                                               session_cli):
     """Each amount has a fraction, and the main output's column is a bigint: no row is written,
-    so the run ends with the first reason and exit status 1, not 0."""
+    so the run ends with the first reason and exit status 1, not 0 (on the session: absolute
+    folders)."""
     from tests.conftest import write_json_lines
 
     write_json_lines(tmp_path / "data" / "events", "e.json",
@@ -299,10 +314,8 @@ def test_a_run_whose_every_output_is_a_dead_letter_says_why_and_exits_non_zero(t
         "    rules = spark.readStream.schema('name string').json(data + '/rules')\n"
         "    return Stream(events).connect(Stream(rules).broadcast(RULES)).process(\n"
         "        Pass(), 'user string, amount long', parallelism=1)\n")
-    run = subprocess.run(
-        [sys.executable, "-m", "sparkcast.cli", "run", "lossy_job.py", "--output", "out",
-         "--checkpoint", "ck", "--available-now", "--no-view"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900, check=False)
+    run = session_cli("run", "lossy_job.py", "--output", str(tmp_path / "out"), "--checkpoint",
+                      str(tmp_path / "ck"), "--available-now", "--no-view", cwd=tmp_path)
     assert run.returncode == 1, run.stderr[-3000:]
     assert "main output all dead letters: 3 dead letter(s) against 0 main row(s)" in run.stderr
     assert "field 'amount' expects bigint, got float" in run.stderr

@@ -66,8 +66,10 @@ class Cluster:
         raise RuntimeError(f"the cluster did not come up; logs in {self.root}")
 
     def stop(self) -> None:
+        """Kill every process group of the cluster; a second call has nothing left to do."""
         for process in reversed(self.processes):
             _kill_group(process)
+        self.processes.clear()
 
     def executor_of(self, pid: int) -> int:
         """The executor JVM that ``pid`` (a Python worker) descends from."""

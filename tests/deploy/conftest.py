@@ -1,5 +1,5 @@
 """Servers for the deployment tests, on 127.0.0.1 only: a local S3-compatible endpoint (moto)
-and one Spark standalone cluster for the run."""
+and one Spark standalone cluster, up from the first test that uses it to the last."""
 
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def s3_store(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One standalone cluster (``tests.deploy.cluster``: a master and two one-core workers) for
     every test that submits to one; starting it costs some 15-30 s here. An application's
-    executors end with it, so each test's driver finds the workers free."""
+    executors end with it, so each test's driver finds the workers free. Its users are in two
+    files, so no scope ends with them: ``pytest_runtest_teardown`` stops it after the last one
+    (else its three JVMs idle to the end of the run); the end of the run stops it again."""
     from tests.deploy.cluster import Cluster
 
     running = Cluster(tmp_path_factory.mktemp("cluster"))
@@ -52,3 +54,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield running
     finally:
         running.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Stop the cluster once no later test of the run uses it."""
+    if "cluster" not in getattr(item, "fixturenames", ()):
+        return
+    items = item.session.items
+    if not any("cluster" in getattr(i, "fixturenames", ()) for i in items[items.index(item) + 1:]):
+        item.funcargs["cluster"].stop()  # type: ignore[attr-defined]

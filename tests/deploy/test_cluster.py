@@ -27,7 +27,7 @@ from tests.conftest import write_json_lines
 from tests.deploy import cluster_job as job
 from tests.deploy.cluster import SPARK_HOME, Cluster, pack_environment, spark_env
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
 JOB_SECONDS = 420
 
 

@@ -21,7 +21,7 @@ from sparkcast.spark import read_output
 from tests.cli.test_jobs import EXAMPLE, expected_enrichment
 from tests.deploy.cluster import SPARK_HOME, pack_environment, spark_env
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
 RUN_SECONDS = 600
 SHARE = ["--conf", "spark.executor.memory=1g", "--conf", "spark.executor.cores=1",
          "--conf", "spark.cores.max=2"]

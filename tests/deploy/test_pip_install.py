@@ -1,9 +1,10 @@
 """sparkcast as ``pip install 'sparkcast[kafka]'`` gives it, with no clone and no ``make
-install``: the wheel built from a copy of the source, installed into a fresh virtualenv with
-its ``spark`` and ``kafka`` extras, runs a job file that reads files only
+install``: the run's release wheel (``release_build``, tests/conftest.py: ``python -m build``
+from a copy of the source, which tests/test_release.py checks), installed into a fresh
+virtualenv with its ``spark`` and ``kafka`` extras, runs a job file that reads files only
 (``pip_files_job.py``) with no Maven repository, an empty Ivy cache and a HOME of its own: its
-session starts with no resolution and prints no Ivy line. And it runs a Kafka job
-file (``pip_kafka_job.py``) with ``sparkcast run`` against a real broker: ``kafka_topic`` brings
+session starts with no resolution and prints no Ivy line. And it runs a Kafka job file
+(``pip_kafka_job.py``) with ``sparkcast run`` against a real broker: ``kafka_topic`` brings
 Spark's Kafka connector by coordinates at its first use, with Ivy's report off the console,
 and the job reads its topics and writes its totals.
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
 
 ROOT = Path(__file__).resolve().parents[2]
 JOB = Path(__file__).with_name("pip_kafka_job.py")
@@ -38,7 +39,6 @@ IVY_LINES = (":: loading settings", ":: resolving dependencies", ":: retrieving"
              ":: resolution report", "Ivy Default Cache", "The jars for the packages stored in",
              "added as a dependency", "found org.apache")
 KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
-SOURCE = ("src", "pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "CHANGELOG.md")
 IVY_SETTINGS = """<ivysettings>
   <settings defaultResolver="local-m2"/>
   <resolvers>
@@ -68,21 +68,17 @@ def run(command: list[str], timeout: float, **options: object) -> str:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def venv(tmp_path_factory: pytest.TempPathFactory, release_build: tuple[Path, Path, str]
+         ) -> Path:
     """A fresh virtualenv with the wheel and its ``spark`` and ``kafka`` extras, offline."""
-    base, wheels = tmp_path_factory.mktemp("pip-install"), wheelhouse()
-    source, dist, env = base / "source", base / "dist", base / "env"
-    for name in SOURCE:
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
-        copy(ROOT / name, source / name)  # type: ignore[operator]
+    wheel, _, _ = release_build
+    env, wheels = tmp_path_factory.mktemp("pip-install") / "env", wheelhouse()
     run([sys.executable, "-m", "venv", "--without-pip", str(env)], 120)
     # this environment's pip installs into the new one (faster than its own ensurepip), without
     # byte-compiling PySpark's thousands of files (half the install's time)
     pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "--python",
            str(env / "bin" / "python")]
     offline = ["--no-index", "--find-links", str(wheels)]
-    run([*pip, "wheel", "--no-deps", *offline, "-w", str(dist), str(source)], 300)
-    (wheel,) = dist.glob("sparkcast-*.whl")
     run([*pip, "install", "--no-compile", *offline, f"{wheel}[spark,kafka]", "pyspark==4.2.0"],
         600)
     return env
