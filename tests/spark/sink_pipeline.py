@@ -5,6 +5,10 @@ each with a side output and dead letters (a raising element, a malformed line).
 for every output (``availableNow``, micro-batch i = input file i) and exits; the SIGKILL test
 kills it between the database's commit and Spark's and restarts it in its own session
 (``write_jdbc``). ``expected`` gives the harness's outputs.
+
+The keyed function holds its query at a batch's first event where a SIGKILL test put up the
+marker (``in_flight(batch)``, ``holds.Hold``, the first run only); the JDBC run holds after
+the database committed batch 1 (``AFTER_DATABASE_1``), before Spark's checkpoint does.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from sparkcast import (
 )
 from sparkcast.testing import BroadcastHarness, KeyedBroadcastHarness
 from tests.spark.differential import read_stream, write_batch_file
+from tests.spark.holds import Hold, await_restarting
 from tests.spark.kinds import kind_of
 
 FACTORS = MapStateDescriptor("factors", str, float)
@@ -45,6 +50,21 @@ FACTOR_BATCHES = [
     [{"name": "v", "factor": 3.0}, {"name": "w", "factor": 2.0}],
     [{"name": "u", "factor": 1.0}],
 ]
+AFTER_DATABASE_1 = "batch-1-in-the-database"
+NO_HOLD = Hold()  #: the harness, the runs no test kills
+
+
+def batch_of(event_id: int) -> int:
+    """The micro-batch (input file) of an event."""
+    return next(i for i, rows in enumerate(EVENTS)
+                if any(isinstance(r, dict) and r["id"] == event_id for r in rows))
+
+
+def in_flight(batch: int) -> str:
+    """The hold at ``batch``'s first event in the keyed function."""
+    return f"batch-{batch}-in-flight"
+
+
 TABLES = {"main": "scaled", "big": "big", "dead_letters": "letters"}
 CREATE = {"main": "id bigint, scaled double precision",
           "big": "id bigint, scaled double precision",
@@ -73,12 +93,16 @@ class Scale(BroadcastProcessFunction):
 class KeyedScale(KeyedBroadcastProcessFunction):
     """The same outputs, with keyed state (so the operator path)."""
 
+    def __init__(self, hold: Hold = NO_HOLD) -> None:
+        self.hold = hold
+
     def open(self, runtime_context: Any) -> None:
         self.seen = runtime_context.get_state(SEEN)
 
     process_broadcast_element = Scale.process_broadcast_element
 
     def process_element(self, value: Any, ctx: Any) -> Any:
+        self.hold.at(in_flight(batch_of(value["id"])))
         self.seen.update((self.seen.value() or 0) + 1)
         yield from _scale(value, ctx)
 
@@ -89,14 +113,14 @@ def write_inputs(base: Path, batches: list[int] | None = None) -> None:
         write_batch_file(base / "factors", index, FACTOR_BATCHES[index])
 
 
-def build(spark: Any, base: Path, kind: str) -> Any:
+def build(spark: Any, base: Path, kind: str, hold: Hold = NO_HOLD) -> Any:
     from sparkcast.spark import Stream
 
     events = Stream(read_stream(spark, MAIN_SCHEMA, base / "events"))
     factors = read_stream(spark, FACTOR_SCHEMA, base / "factors")
     function: Any = Scale()
     if kind != "streamed":
-        events, function = events.key_by("user"), KeyedScale()
+        events, function = events.key_by("user"), KeyedScale(hold)
     # "operator": the engine keyed functions took before the partitioned path
     result = events.connect(Stream(factors).broadcast(FACTORS)).process(
         function, OUTPUT, parallelism=3, side_outputs=[BIG],
@@ -148,11 +172,34 @@ def jdbc_sinks(url: str, properties: dict[str, str]) -> dict[str, Any]:
             for name, table in TABLES.items()}
 
 
+def holds(base: Path) -> Path:
+    """The folder of a query's hold markers."""
+    return base / "holds"
+
+
+def hold_after_database(base: Path) -> None:
+    """Hold the query once the database committed batch 1 (its rows and the ledger, in one
+    transaction), before Spark's checkpoint commits it."""
+    from sparkcast.spark.outputs.targets import SinkWriter
+
+    commit = SinkWriter._commit_jdbc
+
+    def holding(self: Any, database: Any, group: Any, frames: Any, batch_id: int,
+                *args: Any) -> None:
+        commit(self, database, group, frames, batch_id, *args)
+        if batch_id == 1:
+            Hold(str(holds(base))).at(AFTER_DATABASE_1)
+
+    SinkWriter._commit_jdbc = holding  # type: ignore[method-assign]
+
+
 def run(base: Path, kind: str, url: str, user: str) -> None:
-    """``write_jdbc`` in a session of its own (the process the test kills), stopped at the end."""
+    """``write_jdbc`` in a session of its own (the process the test kills), holding where the
+    markers say; stopped at the end."""
     from sparkcast.spark import session
     from sparkcast.testing.postgres import jdbc_jar
 
+    hold_after_database(base)
     spark = session("local[2]", "sparkcast-sink-faults",
                     conf={"spark.sql.shuffle.partitions": "2", "spark.jars": str(jdbc_jar())})
     write_jdbc(spark, base, kind, url, user)
@@ -160,11 +207,14 @@ def run(base: Path, kind: str, url: str, user: str) -> None:
 
 
 def write_jdbc(spark: Any, base: Path, kind: str, url: str, user: str) -> None:
-    """The pipeline to the end of its input with ``jdbc`` sinks, in ``spark``."""
-    query = build(spark, base, kind).write_stream(
-        checkpoint_location=str(base / "checkpoint"), sinks=jdbc_sinks(url, {"user": user}),
-        trigger={"availableNow": True})
-    query.awaitTermination()
+    """The pipeline to the end of its input with ``jdbc`` sinks, in ``spark`` (started again
+    if Spark failed it for a Python worker that did not connect back: ``holds.py``)."""
+    def start() -> Any:
+        return build(spark, base, kind).write_stream(
+            checkpoint_location=str(base / "checkpoint"), sinks=jdbc_sinks(url, {"user": user}),
+            trigger={"availableNow": True})
+
+    await_restarting(start, start())
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from sparkcast import sinks
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark import read_output
 from tests.spark import sink_pipeline as pipeline
+from tests.spark.holds import FileEvents, arm, disarm, reached
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,35 +225,33 @@ def _committed_by_spark(base: Path) -> set[int]:
     return {int(n) for n in os.listdir(commits) if n.isdigit()} if commits.is_dir() else set()
 
 
+@pytest.mark.fresh_jvm
 def test_sigkill_between_the_database_commit_and_sparks_commit(spark, tmp_path, postgres):
-    """The driver dies after the ledger holds batch 1 and before Spark's checkpoint commits it:
-    the restart replays batch 1, the ledger skips it, and every table holds every row once."""
+    """The driver dies after the ledger holds batch 1 and before Spark's checkpoint commits it
+    (the pipeline holds there, the first run only, and says so by a file: no polling the
+    database): the restart replays batch 1, the ledger skips it, and every table holds every
+    row once."""
     _create_tables(postgres)
     pipeline.write_inputs(tmp_path)
     log = tmp_path / "run.log"
+    holds = pipeline.holds(tmp_path)
+    arm(holds, pipeline.AFTER_DATABASE_1)
     command = [sys.executable, "-m", "tests.spark.sink_pipeline", str(tmp_path), "operator",
                postgres.jdbc_url, postgres.user]
     process = subprocess.Popen(command, cwd=ROOT, stdout=log.open("ab"),
                                stderr=subprocess.STDOUT, start_new_session=True)
-    landed = False
     try:
-        with postgres.connect() as connection:
-            deadline = time.monotonic() + 240
-            while time.monotonic() < deadline and process.poll() is None:
-                ledger = connection.execute(
-                    "SELECT batch_id FROM sparkcast_ledger WHERE batch_id = 1").fetchall() if \
-                    connection.execute("SELECT to_regclass('sparkcast_ledger')").fetchone()[0] \
-                    else []
-                if ledger and 1 not in _committed_by_spark(tmp_path):
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
-                    landed = 1 not in _committed_by_spark(tmp_path)
-                    break
-                time.sleep(0.002)
+        with FileEvents([holds]) as events:
+            held = events.wait(lambda: reached(holds, pipeline.AFTER_DATABASE_1),
+                               lambda: process.poll() is None, timeout=300)
+        in_the_database = held and postgres.query(
+            "SELECT batch_id FROM sparkcast_ledger WHERE batch_id = 1") == [(1,)]
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        process.wait(timeout=60)
+        disarm(holds)
+    landed = held and in_the_database and 1 not in _committed_by_spark(tmp_path)
     assert landed, log.read_text()[-3000:]
     assert postgres.query("SELECT count(*) FROM sparkcast_ledger") == [(2,)]
 
