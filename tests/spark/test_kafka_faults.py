@@ -2,13 +2,16 @@
 same checkpoint, and read every topic with a ``read_committed`` consumer: each output exactly
 once, equal to the harness.
 
-The pipeline (``kafka_pipeline.py``) runs in its own process group, so a SIGKILL takes the driver,
-its JVM and its Python workers at once. The moments: (1) after Kafka committed batch 1 and before
-Spark's checkpoint did (the pipeline kills itself there, from a sink that runs after Kafka's);
-(2) batch 2 in flight, its offsets logged and not committed, while the tasks' transactions may
-be open; (3) only the Python workers (the executors' side), mid-batch, which Spark retries
-within the run (the retried task reads the markers). Each with the Kafka outputs written by the
-driver and by the pattern's own tasks (``outputs/sinks_in_tasks.py``).
+The pipeline (``kafka_pipeline.py``) runs both writers' queries side by side in one process,
+each with its own inputs, checkpoint and topics: the Kafka outputs written by the driver and by
+the pattern's own tasks (``outputs/sinks_in_tasks.py``). It runs in its own process group, so a
+SIGKILL takes the driver, its JVM and its Python workers at once. Each query holds itself at the
+moment (``holds.py``, the first run only) and the test sleeps until both holds are claimed (a
+file event), so one kill takes both at their moment. The moments: (1) after Kafka committed
+batch 1 and before Spark's checkpoint did; (2) batch 2 in flight, its offsets logged and not
+committed, held at its first event in the keyed function (the tasks writer's other subtasks may
+have committed their transactions of it); (3) only the Python workers (the executors' side),
+mid-batch 3, which Spark retries within the run (the retried task reads the markers).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +28,7 @@ import pytest
 
 from tests.spark import kafka_pipeline
 from tests.spark import sink_pipeline as pipeline
+from tests.spark.holds import FileEvents, arm, disarm, reached
 
 pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,11 +39,10 @@ def _logged(folder: Path) -> set[int]:
     return {int(n) for n in os.listdir(folder) if n.isdigit()} if folder.is_dir() else set()
 
 
-def _start(base: Path, bootstrap: str, prefix: str, writer: str) -> subprocess.Popen:
+def _start(root: Path, bootstrap: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.spark.kafka_pipeline", str(base), bootstrap, prefix,
-         writer],
-        cwd=ROOT, stdout=(base / "run.log").open("ab"), stderr=subprocess.STDOUT,
+        [sys.executable, "-m", "tests.spark.kafka_pipeline", str(root), bootstrap],
+        cwd=ROOT, stdout=(root / "run.log").open("ab"), stderr=subprocess.STDOUT,
         start_new_session=True)
 
 
@@ -66,13 +68,22 @@ def _python_workers(session: int) -> list[int]:
     return found
 
 
-def _wait(condition, process: subprocess.Popen, timeout: float = 240) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if process.poll() is not None or time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+def _held(process: subprocess.Popen, root: Path, name: str, timeout: float = 300) -> bool:
+    """Arm ``name`` in both writers' queries, sleep until both claimed it (a file event)."""
+    folders = [kafka_pipeline.holds(root / writer) for writer in kafka_pipeline.WRITERS]
+    with FileEvents(folders) as events:
+        return events.wait(lambda: all(reached(f, name) for f in folders),
+                           lambda: process.poll() is None, timeout)
+
+
+def _arm(root: Path, name: str) -> None:
+    for writer in kafka_pipeline.WRITERS:
+        arm(kafka_pipeline.holds(root / writer), name)
+
+
+def _disarm(root: Path) -> None:
+    for writer in kafka_pipeline.WRITERS:
+        disarm(kafka_pipeline.holds(root / writer))
 
 
 def _read(broker, prefix: str) -> dict[str, Counter]:
@@ -85,57 +96,69 @@ def _read(broker, prefix: str) -> dict[str, Counter]:
 
 
 def _topics_of(expected: dict[str, Counter]) -> dict[str, Counter]:
-    """The outputs written to topics (the side output goes to the killing user's sink)."""
+    """The outputs written to topics (the side output goes to a user's sink or files)."""
     return {output: expected[output] for output in OUTPUTS}
 
 
-@pytest.mark.parametrize("writer", [kafka_pipeline.DRIVER, kafka_pipeline.TASKS])
-def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path, kafka_broker,
-                                                                       writer):
-    prefix = f"faults-{writer}"
-    for output in OUTPUTS:
-        kafka_broker.create_topic(f"{prefix}-{output}", partitions=3)
-    pipeline.write_inputs(tmp_path)
-    commits = tmp_path / "checkpoint" / "commits"
+@pytest.mark.fresh_jvm
+def test_sigkills_at_the_kafka_sinks_moments_lose_and_duplicate_nothing(tmp_path, kafka_broker):
+    """Both writers in each killed process (3 JVMs, 4 when the workers' kill took a task's
+    last attempt; they were 6 to 8)."""
+    bootstrap, writers = kafka_broker.bootstrap, kafka_pipeline.WRITERS
+    for writer in writers:
+        for output in OUTPUTS:
+            kafka_broker.create_topic(f"{kafka_pipeline.prefix(writer)}-{output}", partitions=3)
+        pipeline.write_inputs(tmp_path / writer)
     want = _topics_of(pipeline.expected("partitioned"))
     log = tmp_path / "run.log"
 
+    def checkpoint(writer: str, log_name: str) -> set[int]:
+        return _logged(tmp_path / writer / "checkpoint" / log_name)
+
+    def killed_at(name: str) -> bool:
+        _arm(tmp_path, name)
+        process = _start(tmp_path, bootstrap)
+        try:
+            return _held(process, tmp_path, name)
+        finally:
+            _kill(process)
+            _disarm(tmp_path)
+
     # (1) after Kafka's commit of batch 1, before Spark's
-    (tmp_path / kafka_pipeline.KILL_FLAG).write_text("1")
-    process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
-    process.wait(timeout=480)
-    assert process.returncode == -signal.SIGKILL, log.read_text()[-3000:]
-    assert 1 not in _logged(commits)
-    assert _read(kafka_broker, prefix) == _topics_of(pipeline.expected("partitioned", 2))
+    assert killed_at(kafka_pipeline.AFTER_KAFKA_1), log.read_text()[-3000:]
+    for writer in writers:
+        assert 1 not in checkpoint(writer, "commits"), writer
+        assert _read(kafka_broker, kafka_pipeline.prefix(writer)) == _topics_of(
+            pipeline.expected("partitioned", 2)), writer
 
-    # (2) the replay of batch 1, then batch 2 in flight: the whole process group, 0.3 s in
-    process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
-    try:
-        in_flight = _wait(lambda: 2 in _logged(tmp_path / "checkpoint" / "offsets")
-                          and 2 not in _logged(commits), process)
-        time.sleep(0.3)
-    finally:
-        _kill(process)
-    assert in_flight, log.read_text()[-3000:]
+    # (2) the replay of batch 1, then batch 2 in flight: the whole process group
+    assert killed_at(pipeline.in_flight(2)), log.read_text()[-3000:]
+    for writer in writers:
+        assert 2 in checkpoint(writer, "offsets") and 2 not in checkpoint(writer, "commits")
+        assert 1 in checkpoint(writer, "commits"), writer
 
-    # (3) only the Python workers, once batch 3 is planned; the run goes on and finishes
-    process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
+    # (3) only the Python workers, mid-batch 3; the run goes on and finishes
+    _arm(tmp_path, pipeline.in_flight(3))
+    process = _start(tmp_path, bootstrap)
     try:
-        planned = _wait(lambda: 3 in _logged(tmp_path / "checkpoint" / "offsets")
-                        and _python_workers(process.pid) != [], process)
-        for pid in _python_workers(process.pid):
+        planned = _held(process, tmp_path, pipeline.in_flight(3))
+        workers = _python_workers(process.pid)
+        for pid in workers:
             os.kill(pid, signal.SIGKILL)
+        _disarm(tmp_path)
         process.wait(timeout=480)
     finally:
         _kill(process)
+    assert planned and workers, log.read_text()[-3000:]
     if process.returncode != 0:  # the kill took the batch's last attempt: restart once more
-        process = _start(tmp_path, kafka_broker.bootstrap, prefix, writer)
+        process = _start(tmp_path, bootstrap)
         process.wait(timeout=480)
-    assert planned and process.returncode == 0, log.read_text()[-3000:]
-    assert _logged(commits) >= set(range(len(pipeline.EVENTS)))
-    assert _read(kafka_broker, prefix) == want
-    assert _parts_by(kafka_broker, tmp_path / "checkpoint") == {
-        kafka_pipeline.DRIVER: {"key"}, kafka_pipeline.TASKS: {"subtask"}}[writer]
+    assert process.returncode == 0, log.read_text()[-3000:]
+    for writer in writers:
+        assert checkpoint(writer, "commits") >= set(range(len(pipeline.EVENTS))), writer
+        assert _read(kafka_broker, kafka_pipeline.prefix(writer)) == want, writer
+        assert _parts_by(kafka_broker, tmp_path / writer / "checkpoint") == {
+            kafka_pipeline.DRIVER: {"key"}, kafka_pipeline.TASKS: {"subtask"}}[writer]
 
 
 def _parts_by(broker, checkpoint: Path) -> set[str]:
