@@ -37,7 +37,7 @@ MAIN_SCHEMA = "id long, user string, amount double, _corrupt_record string"
 FACTOR_SCHEMA = "name string, factor double"
 OUTPUT = "id long, scaled double"
 KINDS = ("streamed", "operator", "partitioned")
-EVENTS = [
+EVENTS: list[list[Any]] = [
     [{"id": i, "user": "uvw"[i % 3], "amount": float(i)} for i in range(0, 30)],
     [{"id": 30, "user": "u", "amount": -1.0}, '{"id": 31, "user": "u',
      {"id": 32, "user": "v", "amount": 40.0}],
@@ -190,7 +190,7 @@ def hold_after_database(base: Path) -> None:
         if batch_id == 1:
             Hold(str(holds(base))).at(AFTER_DATABASE_1)
 
-    SinkWriter._commit_jdbc = holding  # type: ignore[method-assign]
+    SinkWriter._commit_jdbc = holding  # type: ignore[method-assign, assignment]
 
 
 def run(base: Path, kind: str, url: str, user: str) -> None:
