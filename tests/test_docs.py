@@ -105,6 +105,7 @@ def shell_script(page_blocks: list[Block]) -> str:
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 @pytest.mark.parametrize("name", ONE_SHELL)
 def test_a_walk_through_runs_top_to_bottom_in_one_shell(name: str, tmp_path: Path) -> None:
     page_blocks = blocks(ROOT / "docs" / name)

@@ -15,6 +15,7 @@ from tests.apps.fraud_demo import run_fraud_demo
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 def test_the_kafka_demo_runs_end_to_end(tmp_path: Path) -> None:
     out = run_fraud_demo("kafka", tmp_path / "work")
     assert "OK: 200 transactions, each decided exactly once" in out

@@ -125,12 +125,15 @@ def session_cli(spark: Any, cli: Callable[..., subprocess.CompletedProcess[str]]
         return done
 
     yield run
+    # as getOrCreate set them: in the session's SQL conf, core settings (the default
+    # parallelism) too, which ``spark.conf`` refuses to set or unset
+    conf = spark._jsparkSession.sessionState().conf()
     for key, value in dict(spark.conf.getAll).items():
-        if before.get(key) != value and spark.conf.isModifiable(key):
+        if before.get(key) != value:
             if key in before:
-                spark.conf.set(key, before[key])
+                conf.setConfString(key, before[key])
             else:
-                spark.conf.unset(key)
+                conf.unsetConf(key)
 
 
 def jvm_stderr(spark: Any, capsys: pytest.CaptureFixture[str], timeout: float = 60.0) -> str:

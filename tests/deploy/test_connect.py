@@ -16,7 +16,7 @@ import pytest
 
 from tests.deploy import connect_job
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]  # a Spark Connect server
 ROOT = Path(__file__).parents[2]
 
 

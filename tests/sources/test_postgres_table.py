@@ -185,6 +185,7 @@ def test_the_default_schema_follows_the_table_and_batches_can_be_capped(spark, p
     spark.catalog.dropTempView("capped_flags")
 
 
+@pytest.mark.fresh_jvm
 def test_the_source_is_registered_once_per_session(postgres, tmp_path):
     """Spark warns on every registration after the first ("replaced a previously registered
     data source"): a job that reads two tables must not say so. A fresh process, whose

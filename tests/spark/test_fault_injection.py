@@ -104,6 +104,7 @@ def _kill(process: subprocess.Popen) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.fresh_jvm
 @pytest.mark.parametrize("path", pipeline.PATHS)
 def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_path, path):
     for index in range(pipeline.EVENT_FILES):

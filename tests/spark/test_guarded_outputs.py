@@ -161,6 +161,7 @@ fault_pipeline.run(Path(sys.argv[1]), "partitioned")
 """
 
 
+@pytest.mark.fresh_jvm
 def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_sees(
         spark, tmp_path):
     for index in range(fault_pipeline.EVENT_FILES):
