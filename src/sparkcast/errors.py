@@ -241,12 +241,13 @@ def warn(message: str, category: type[Warning] = UserWarning) -> None:
     """Warn at the user's line: the innermost caller outside sparkcast's own files (Python
     3.12's ``skip_file_prefixes``, which 3.11 lacks), so the warning names the user's file and
     line, whatever path inside sparkcast led to it. The message stays on one line."""
+    import inspect
     import os
-    import sys
     import warnings
 
     own = os.path.dirname(os.path.abspath(__file__)) + os.sep
-    frame: Any = sys._getframe(1)
+    here = inspect.currentframe()
+    frame: Any = here.f_back if here is not None else None
     level = 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(own):
         frame, level = frame.f_back, level + 1
