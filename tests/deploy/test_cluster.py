@@ -14,6 +14,8 @@ import subprocess
 import tarfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,17 @@ def submit(cluster: Cluster, workdir: Path, data: Path, out: Path,
     log = open(workdir / "driver.log", "wb")  # noqa: SIM115 - closed when the driver exits
     return subprocess.Popen(command, cwd=workdir, env=spark_env(), stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@contextmanager
+def finished(driver: subprocess.Popen) -> Iterator[None]:
+    """The driver's process group is killed if the block leaves it running."""
+    try:
+        yield
+    finally:
+        if driver.poll() is None:
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait()
 
 
 def kill_executor_mid_batch(cluster: Cluster, data: Path, out: Path,
@@ -124,13 +137,9 @@ def test_a_shipped_job_on_a_standalone_cluster_survives_an_executor_kill(
     workdir.mkdir()
     write_inputs(data)
     driver = submit(cluster, workdir, data, out)
-    try:
+    with finished(driver):
         kill = kill_executor_mid_batch(cluster, data, out, driver)
         code = driver.wait(timeout=JOB_SECONDS)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
     log = (workdir / "driver.log").read_text(errors="replace")
     assert code == 0, log[-5_000:]
     assert kill["in_flight"], "the executor died between micro-batches, not during one"

@@ -23,7 +23,13 @@ from pathlib import Path
 import pytest
 
 from tests.deploy import kafka_hold
-from tests.deploy.test_cluster import JOB_SECONDS, expected_outputs, submit, write_inputs
+from tests.deploy.test_cluster import (
+    JOB_SECONDS,
+    expected_outputs,
+    finished,
+    submit,
+    write_inputs,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
 
@@ -38,17 +44,13 @@ def test_an_executor_lost_after_its_task_committed_a_kafka_part_duplicates_nothi
     driver = submit(cluster, workdir, data, out, extra=[f"{kafka_broker.bootstrap}/cluster-keyed"],
                     hooks=(Path(kafka_hold.__file__),),
                     conf={f"spark.executorEnv.{kafka_hold.VARIABLE}": str(data / "held")})
-    try:
+    with finished(driver):
         pid, part = _committed_part(data / "held" / "committed", driver)
         executor = cluster.executor_of(pid)
         os.kill(executor, signal.SIGKILL)
         for shuffle in cluster.shuffle_files():
             shuffle.unlink(missing_ok=True)
         code = driver.wait(timeout=JOB_SECONDS)
-    finally:
-        if driver.poll() is None:
-            os.killpg(driver.pid, signal.SIGKILL)
-            driver.wait()
     log = (workdir / "driver.log").read_text(errors="replace")
     assert code == 0, log[-5_000:]
     written = Counter()
