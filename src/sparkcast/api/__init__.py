@@ -1,5 +1,5 @@
 """The user API, pure Python: functions, contexts, state, descriptors, timers, tags, TTL,
-Kafka value formats."""
+Kafka value formats and the schema registry that names their writer schemas."""
 
 from sparkcast.api.aggregate_functions import AggregateFunction, ReduceFunction
 from sparkcast.api.descriptors import (
@@ -22,6 +22,7 @@ from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, Metri
 from sparkcast.api.options import HOLD_OVERFLOW, ProcessOptions, ReadyCondition
 from sparkcast.api.output_tag import OutputTag
 from sparkcast.api.pyflink_types import Types
+from sparkcast.api.registry import SchemaRegistry
 from sparkcast.api.row import Row
 from sparkcast.api.runtime_context import RuntimeContext
 from sparkcast.api.state import (
@@ -70,6 +71,7 @@ __all__ = [
     "ReducingStateDescriptor",
     "Row",
     "RuntimeContext",
+    "SchemaRegistry",
     "State",
     "StateDescriptor",
     "StateTtlConfig",
