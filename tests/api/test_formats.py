@@ -61,6 +61,7 @@ def test_describe_names_the_record_and_the_framing():
     ({"schema": RECORD, "confluent": True, "writer_schemas": {-1: RECORD}}, "registry id"),
     ({"schema": RECORD, "confluent": True, "writer_schemas": {1: {"type": "record"}}},
      "as JSON text"),
+    ({"schema": RECORD, "confluent": True, "writer_schemas": {1: "{nope"}}, "is not JSON"),
 ])
 def test_a_schema_that_cannot_work_is_refused_with_the_fix(kwargs, message):
     with pytest.raises(PipelineError, match=message):

@@ -68,4 +68,7 @@ def test_avros_rules_say_which_writer_schemas_resolve_and_why_not():
         "(at /fields/1/type)")
     missing = resolution_problem(READER, rule())
     assert missing is not None and missing.startswith("reader_field_missing_default_value: limit")
-    assert "does not parse" in (resolution_problem(READER, '{"type": "nope"}') or "")
+    assert "the writer schema does not parse" in (
+        resolution_problem(READER, '{"type": "nope"}') or "")
+    with pytest.raises(PipelineError, match="the Avro schema does not parse"):
+        resolution_problem('{"type": "record", "name": "R", "fields": [{"name": "x"}]}', V1)

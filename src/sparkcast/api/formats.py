@@ -81,6 +81,11 @@ class Avro:
             if not isinstance(writer, str):
                 raise PipelineError(f"writer_schemas[{schema_id}]: the schema as JSON text, "
                                     f"not {type(writer).__name__} (json.dumps a dict)")
+            try:
+                json.loads(writer)
+            except json.JSONDecodeError as error:
+                raise PipelineError(f"writer_schemas[{schema_id}] is not JSON ({error})"
+                                    ) from error
         if not isinstance(record.get("name"), str):
             raise PipelineError("the Avro schema's record needs a name")
 

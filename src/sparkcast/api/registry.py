@@ -122,10 +122,15 @@ def resolution_problem(reader: str, writer: str) -> str | None:
         raise MissingDependencyError(f"reading Avro with writer schemas needs Apache Avro's "
                                      f"resolution rules: {_EXTRA} ({error})") from error
     try:
+        reader_schema = parse(reader)
+    except Exception as error:  # noqa: BLE001 - Avro's parse errors have no common base
+        raise PipelineError(f"the Avro schema does not parse ({type(error).__name__}: "
+                            f"{error})") from error
+    try:
         writer_schema = parse(writer)
     except Exception as error:  # noqa: BLE001 - Avro's parse errors have no common base
         return f"the writer schema does not parse ({type(error).__name__}: {error})"
-    result = ReaderWriterCompatibilityChecker().get_compatibility(parse(reader), writer_schema)
+    result = ReaderWriterCompatibilityChecker().get_compatibility(reader_schema, writer_schema)
     if result.compatibility is SchemaCompatibilityType.compatible:
         return None
     kinds = ", ".join(sorted(k.value for k in result.incompatibilities))
