@@ -2,8 +2,8 @@
 
 They run the engine that Spark runs, with in-memory state and a manual clock; no Spark session.
 Beside them, throwaway servers on loopback for tests and demos: a Kafka broker (``kafka.py``),
-a PostgreSQL cluster (``postgres.py``), a stand-in for a schema registry's REST API
-(``schema_registry.py``), and the free port each takes (``ports.py``).
+a PostgreSQL cluster (``postgres.py``) and the free port each takes (``ports.py``), and a
+stand-in for a schema registry's REST API (``schema_registry.py``, on a port the system picks).
 """
 
 from sparkcast.testing.harness import (
