@@ -20,6 +20,7 @@ from typing import Any
 
 from sparkcast.api.formats import Avro
 from sparkcast.spark.outputs.kafka import KafkaSink
+from sparkcast.spark.outputs.kafka_values import registered
 from sparkcast.spark.outputs.targets import DeltaSink, FilesSink, JdbcSink, Sink, TableSink
 
 __all__ = ["DeltaSink", "FilesSink", "JdbcSink", "KafkaSink", "Sink", "TableSink", "delta",
@@ -74,11 +75,14 @@ def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
     topic is created (compacted) at the first batch if it does not, and recorded in the
     checkpoint. ``parallelism`` cannot change for a checkpoint.
 
+    ``schema=Avro(..., confluent=True, registry=...)`` registers the schema under the topic's
+    subject here, on the driver, and writes the id the registry gives it.
+
     Like Flink's ``KafkaSink`` with ``DeliveryGuarantee.EXACTLY_ONCE``; readers that do not ask
     for ``read_committed`` also see aborted attempts."""
     return KafkaSink(bootstrap_servers, topic, key,
                      {k: str(v) for k, v in (options or {}).items()}, parallelism, marker_topic,
-                     transactional_id_prefix, schema)
+                     transactional_id_prefix, registered(schema, topic))
 
 
 def jdbc(url: str, table: str, properties: Mapping[str, Any] | None = None, *,

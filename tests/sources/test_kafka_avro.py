@@ -3,23 +3,37 @@
 the main and the broadcast side of a second pipeline; records that do not decode (bad bytes, a
 wrong magic byte, another schema id, a header cut short) become dead letters naming their
 topic, partition and offset, and the records around them are read. Checks before start on
-both sides; a null in a field the Avro schema does not allow null fails the batch."""
+both sides; a null in a field the Avro schema does not allow null fails the batch.
+
+Schema evolution with a registry (the loopback stand-in, ``sparkcast.testing.schema_registry``):
+the sink registers its schema and its encoder (the one both of its writers call) frames the
+records with that id (Confluent's deserializer reads them),
+Confluent's own serializer writes more versions to the same topic, and ``kafka_topic`` decodes
+each record by its id, resolved to the reader schema; a version that does not resolve, an
+unknown id and one registered after the plan are dead letters saying why, a restart plans the
+new one in, and the registry's password is shown nowhere."""
 
 from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections import Counter
 
 import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sparkcast import Avro, BroadcastProcessFunction, MapStateDescriptor, sinks
+from sparkcast import Avro, BroadcastProcessFunction, MapStateDescriptor, SchemaRegistry, sinks
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.sources import kafka_topic
 from sparkcast.spark import Stream, read_output
+from sparkcast.spark.outputs.kafka_values import encoded
+from sparkcast.testing.schema_registry import LocalSchemaRegistry
 from tests.sources.test_kafka_topic import topic_name
 from tests.spark import sink_pipeline as pipeline
 from tests.spark.differential import read_stream, write_batch_file
@@ -35,6 +49,21 @@ def _record(name: str, scaled: str = "double") -> str:
 
 SCALED, BIG = Avro(_record("Scaled")), Avro(_record("Big"), confluent=True, schema_id=7)
 BIGS = MapStateDescriptor("bigs", str, float)
+
+
+def _scaled(*fields: dict, id_type: str = "long", scaled: str = "double") -> str:
+    return json.dumps({"type": "record", "name": "Scaled", "namespace": "sparkcast.test",
+                       "fields": [{"name": "id", "type": id_type},
+                                  {"name": "scaled", "type": scaled}, *fields]})
+
+
+#: the reader, and the versions written to one topic: the sink's, then Confluent's serializer's
+READER = _scaled({"name": "unit", "type": "string", "default": "eur"})
+WRITTEN, OLD = _scaled(), _scaled(id_type="int", scaled="float")  # int → long, float → double
+NEW = _scaled({"name": "source", "type": "string"})  # a field the reader drops
+BAD = _scaled(id_type="string")  # does not resolve: string → long
+LATE = _scaled({"name": "note", "type": ["null", "string"], "default": None})
+PASSWORD = "pw-never-shown"
 
 
 class Joined(BroadcastProcessFunction):
@@ -154,6 +183,28 @@ def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
         with pytest.raises(PipelineError, match=message):
             kafka_topic(spark, "127.0.0.1:1", "t", schema, **kwargs)
 
+    given = Avro(READER, confluent=True, writer_schemas={1: OLD, 2: BAD})
+    with pytest.warns(UserWarning, match="writer schema id 2 does not resolve"):
+        assert kafka_topic(spark, "127.0.0.1:1", "t", given).columns == [
+            "id", "scaled", "unit", "_corrupt_record"]
+    with LocalSchemaRegistry("app", PASSWORD) as server:
+        server.register("t-value", OLD)
+        for avro, message in [
+            (Avro(READER, confluent=True, registry=server.url), "401"),
+            (Avro(READER, confluent=True, registry=SchemaRegistry(server.url, "app", PASSWORD),
+                  subject="nope"), "Subject 'nope' not found"),
+            (Avro(READER, confluent=True, registry=SchemaRegistry(server.url, "app", PASSWORD),
+                  writer_schemas={1: NEW}), r"writer_schemas \[1\]: the registry holds another"),
+        ]:
+            with pytest.raises(PipelineError, match=message):
+                kafka_topic(spark, "127.0.0.1:1", "t", avro)
+        wrong = SchemaRegistry(server.url.replace("//", f"//app:{PASSWORD}x@"))
+        for avro, message in [(Avro(READER, confluent=True, registry=wrong), "Unauthorized"),
+                              (given, "writer_schemas are for reading")]:
+            with pytest.raises(SinkError, match=message) as refused:
+                sinks.kafka("127.0.0.1:1", "t", schema=avro)
+            assert PASSWORD not in str(refused.value)
+
 
 class Halves(BroadcastProcessFunction):
     """Yields no value for an odd id: a null the Avro schema does not allow."""
@@ -182,3 +233,88 @@ def test_a_null_in_a_non_null_avro_field_fails_the_batch_naming_the_field(
     assert "AVRO_CANNOT_WRITE_NULL_FIELD" in str(query.exception())
     assert "`scaled`" in str(query.exception())
     assert kafka_broker.read(topic) == []  # no part of the batch was committed
+
+
+def _read_all(spark, frame, tmp_path, name: str) -> list:
+    """Every record of the topic as ``kafka_topic`` gives it (one availableNow query)."""
+    table = f"avro_{name}_{uuid.uuid4().hex[:8]}"
+    frame.writeStream.format("memory").queryName(table).option(
+        "checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start(
+    ).awaitTermination()
+    rows = spark.table(table).orderBy("kafka_offset").collect()
+    spark.catalog.dropTempView(table)
+    return rows
+
+
+def test_records_decode_by_their_writer_schemas_id_resolved_to_the_reader_schema(
+        spark, kafka_broker, tmp_path, capsys):
+    topic = topic_name("avro-evolved")
+    kafka_broker.create_topic(topic)
+    with LocalSchemaRegistry("app", PASSWORD) as server:
+        registry = SchemaRegistry(server.url, "app", PASSWORD)
+        sink = sinks.kafka(kafka_broker.bootstrap, topic, schema=Avro(
+            WRITTEN, confluent=True, registry=registry))
+        assert sink.schema.schema_id == 1 == registry.register(f"{topic}-value", WRITTEN)
+        sink.check("main", StructType.fromDDL("id long, scaled double"), spark)
+        written = Counter({(i, i / 2): 1 for i in range(1, 4)})
+        values = [bytes(r.value) for r in spark.createDataFrame(
+            list(written), "id long, scaled double").select(
+            encoded(F.struct("id", "scaled"), sink.schema).alias("value")).collect()]
+        kafka_broker.produce(topic, [(None, v) for v in values])
+
+        client = SchemaRegistryClient({"url": server.url,
+                                       "basic.auth.user.info": f"app:{PASSWORD}"})
+        context = SerializationContext(topic, MessageField.VALUE)
+        records = [AvroDeserializer(client, READER)(v, context) for v in values]
+        assert Counter((r["id"], r["scaled"]) for r in records) == written
+        assert {(v[:5], r["unit"]) for v, r in zip(values, records, strict=True)} == {
+            (b"\x00\x00\x00\x00\x01", "eur")}
+
+        def serialized(schema: str, record: dict) -> bytes:
+            return AvroSerializer(client, schema)(record, context)
+
+        old = serialized(OLD, {"id": 1001, "scaled": 1.5})
+        kafka_broker.produce(topic, [
+            ("old", old), ("new", serialized(NEW, {"id": 1002, "scaled": 2.5, "source": "x"})),
+            ("bad", serialized(BAD, {"id": "x", "scaled": 3.5})),
+            ("unknown", b"\x00" + (99).to_bytes(4, "big") + old[5:])])
+        reader = Avro(READER, confluent=True, registry=registry)
+        with pytest.warns(UserWarning, match="writer schema id 4 does not resolve") as warned:
+            planned = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
+                                  metadata=["offset"])
+        kafka_broker.produce(topic, [  # after the plan: a new version, then a known one
+            ("late", serialized(LATE, {"id": 1003, "scaled": 3.0, "note": None})),
+            ("after", serialized(NEW, {"id": 1004, "scaled": 4.5, "source": "y"}))])
+        planned.explain(extended=True)
+        rows = _read_all(spark, planned, tmp_path, "planned")
+        replanned = _read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                                 key="key", metadata=["offset"]),
+                              tmp_path, "replanned")
+
+    decoded = [r for r in rows if r._corrupt_record is None]
+    assert Counter((r.id, r.scaled) for r in decoded) == written + Counter(
+        {(1001, 1.5): 1, (1002, 2.5): 1, (1004, 4.5): 1})
+    assert {r.unit for r in decoded} == {"eur"}  # the reader's default, in every version
+    letters = {json.loads(r._corrupt_record)["key"]: json.loads(r._corrupt_record)
+               for r in rows if r._corrupt_record is not None}
+    offsets = {r.key: r.kafka_offset for r in rows}
+    assert {k: (d["topic"], d["partition"], d["offset"]) for k, d in letters.items()} == {
+        k: (topic, 0, offsets[k]) for k in ("bad", "unknown", "late")}
+    assert letters["bad"]["reason"] == (
+        "schema id 4 does not resolve to the reader schema Scaled: type_mismatch: reader "
+        "type: long not compatible with writer type: string (at /fields/0/type)")
+    unknown = (f": not among the writer schemas of subject '{topic}-value' of the registry at "
+               f"{server.url} when the query started (ids 1, 2, 3, 4); a schema registered "
+               "since is read after a restart")
+    assert letters["unknown"]["reason"] == "schema id 99" + unknown
+    assert letters["late"]["reason"] == "schema id 5" + unknown
+    assert base64.b64decode(letters["unknown"]["value_base64"])[:5] == b"\x00\x00\x00\x00c"
+
+    again = {r.key: r for r in replanned}  # a restart plans the new version in
+    assert (again["late"].id, again["late"].scaled, again["late"]._corrupt_record) == (
+        1003, 3.0, None)
+    assert [k for k, r in again.items() if r._corrupt_record] == ["bad", "unknown"]
+    shown = [capsys.readouterr().out, *[str(w.message) for w in warned],
+             *[r._corrupt_record or "" for r in [*rows, *replanned]], repr(reader)]
+    assert not [s for s in shown if PASSWORD in s]
+    assert "from_avro" in shown[0]  # the plan was shown, and decodes in the JVM

@@ -62,7 +62,9 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
                 options: Mapping[str, str] | None = None) -> DataFrame:
     """The records of ``topic`` as a stream of ``schema``'s columns: parsed from JSON values
     (``schema`` a DDL string or ``StructType``), or decoded from Avro ones (``schema`` an
-    ``Avro``: its record's fields are the columns; plain or Confluent-framed).
+    ``Avro``: its record's fields are the columns; plain or Confluent-framed; with a registry
+    or writer schemas, each record by the writer schema its id names, whose versions are
+    fetched here, once).
 
     ``key`` names a string column that holds the record's key (UTF-8); a schema field of that
     name is filled from the key, which identifies the record in Kafka (compaction keeps the
@@ -79,7 +81,7 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     (a topic ``sinks.kafka`` wrote is read exactly once) and ``kafka.fetch.max.wait.ms=50``.
     No message shows them."""
     _check_options(metadata, options or {})
-    values = value_reader(schema if isinstance(schema, Avro) else _struct(schema))
+    values = value_reader(schema if isinstance(schema, Avro) else _struct(schema), topic)
     require(spark, ("kafka", "avro") if isinstance(schema, Avro) else ("kafka",))
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)

@@ -13,6 +13,15 @@ schema resolution fills it in every record it decodes, and it is null exactly wh
 failed. Avro's binary encoding carries no length or checksum: bytes that happen to decode
 under the schema are read as a record (bytes left over after a whole record are ignored, as
 Avro's own decoders do).
+
+With writer schemas (``Avro(..., writer_schemas=..., registry=...)``) the ids and their schemas
+are gathered once, on the driver, when ``kafka_topic`` plans the query (``WriterSchemas``), each
+checked against the reader schema by Avro's rules (``api/registry.py``). The body is decoded by
+a CASE on the header's id over one ``from_avro(body, writer, {"avroSchema": reader})`` per id
+that resolves: spark-avro reads with the writer schema and resolves to the reader's, in the
+JVM. Spark fixes a streaming query's expressions when it starts, so an id first registered
+later is not among them: its records are dead letters saying so (a restart plans it in), as
+are the ids whose schema does not resolve, with Avro's reason.
 """
 
 from __future__ import annotations
@@ -25,7 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcast.api.formats import HEADER_SIZE, MAGIC_BYTE, Avro, spark_avro_missing
-from sparkcast.errors import PipelineError
+from sparkcast.api.registry import SchemaRegistry, resolution_problem
+from sparkcast.errors import PipelineError, warn
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 #: the field the Avro reader schema adds, true in every record that decoded
@@ -80,11 +90,52 @@ class JsonValues:
             F.lit("the value does not parse as the schema"))
 
 
+class WriterSchemas:
+    """The writer schemas of a Confluent-framed topic, gathered once when the query is
+    planned: those given, then every version of the registry's subject; each either resolves
+    to the reader schema or is refused with Avro's reason."""
+
+    def __init__(self, avro: Avro, topic: str) -> None:
+        given = dict(avro.writer_schemas or {})
+        registered: dict[int, str] = {}
+        self._source = "writer_schemas"
+        if isinstance(avro.registry, SchemaRegistry):
+            subject = avro.subject_of(topic)
+            registered = avro.registry.versions(subject)
+            self._source = f"subject {subject!r} of the registry at {avro.registry.describe()}"
+            if given:
+                self._source += " and writer_schemas"
+        clash = sorted(i for i in given.keys() & registered.keys()
+                       if json.loads(given[i]) != json.loads(registered[i]))
+        if clash:
+            raise PipelineError(f"writer_schemas {clash}: the registry holds another schema "
+                                "under these ids; leave them out of writer_schemas")
+        #: id → writer schema, for the ids whose schema resolves; id → Avro's reason otherwise
+        self.resolving: dict[int, str] = {}
+        self.refused: dict[int, str] = {}
+        for schema_id, writer in sorted({**registered, **given}.items()):
+            problem = resolution_problem(avro.schema, writer)
+            if problem is None:
+                self.resolving[schema_id] = writer
+            else:
+                self.refused[schema_id] = problem
+                warn(f"kafka_topic {topic!r}: writer schema id {schema_id} does not resolve to "
+                     f"the reader schema {avro.parsed['name']} ({problem}); its records "
+                     "become dead letters")
+
+    def unknown(self) -> str:
+        """The reason's tail for an id that is neither: where the ids came from, what to do."""
+        ids = ", ".join(str(i) for i in sorted([*self.resolving, *self.refused])) or "none"
+        return (f": not among the writer schemas of {self._source} when the query started "
+                f"(ids {ids}); a schema registered since is read after a restart")
+
+
 class AvroValues:
     """An Avro body per value (after Confluent's header when ``avro.confluent``), decoded by
-    ``from_avro`` with the schema; a failed decode or a header that does not fit is refused."""
+    ``from_avro`` with the schema, or with the writer schema the header's id names
+    (``WriterSchemas``); a failed decode or a header that does not fit is refused."""
 
-    def __init__(self, avro: Avro) -> None:
+    def __init__(self, avro: Avro, topic: str) -> None:
         self._avro = avro
         record = avro.parsed
         if any(f.get("name") == DECODED for f in record.get("fields", [])):
@@ -93,19 +144,31 @@ class AvroValues:
         marked = {**record, "fields": [*record.get("fields", []),
                                        {"name": DECODED, "type": "boolean", "default": True}]}
         self._reader = json.dumps(marked)
+        self._writers = WriterSchemas(avro, topic) if avro.resolves else None
 
     def value(self, raw: Column) -> Column:
         return raw
 
     def parsed(self) -> Column:
-        from pyspark.sql.avro.functions import from_avro
-
         value = F.col("_v")
         body = value.substr(F.lit(HEADER_SIZE + 1), F.length(value)) if self._avro.confluent \
             else value
+        if self._writers is None:
+            return self._decoded(body, self._avro.schema)
+        branches = [(_schema_id() == F.lit(i), self._decoded(body, w))
+                    for i, w in self._writers.resolving.items()]
+        if not branches:  # no id resolves: every record is a dead letter (struct of nulls)
+            return F.when(F.lit(False), self._decoded(body, self._avro.schema))
+        chain = F.when(*branches[0])
+        for condition, decoded in branches[1:]:
+            chain = chain.when(condition, decoded)
+        return chain
+
+    def _decoded(self, body: Column, writer: str) -> Column:
+        from pyspark.sql.avro.functions import from_avro
+
         try:
-            return from_avro(body, self._avro.schema,
-                             {"mode": "PERMISSIVE", "avroSchema": self._reader})
+            return from_avro(body, writer, {"mode": "PERMISSIVE", "avroSchema": self._reader})
         except TypeError as error:
             if "JavaPackage" in str(error):
                 raise spark_avro_missing(error) from error
@@ -117,32 +180,53 @@ class AvroValues:
         return StructType([f for f in decoded.fields if f.name != DECODED])
 
     def reasons(self) -> list[tuple[Column, Column]]:
-        value = F.col("_v")
-        found: list[tuple[Column, Column]] = []
-        if self._avro.confluent:
-            magic = F.hex(F.substring(value, 1, 1))
-            schema_id = F.conv(F.hex(F.substring(value, 2, 4)), 16, 10).cast("long")
-            found += [
-                (F.length(value) < HEADER_SIZE,
-                 F.concat(F.lit("the value has "), F.length(value).cast("string"),
-                          F.lit(f" bytes, fewer than the Confluent wire format's {HEADER_SIZE}-"
-                                "byte header"))),
-                (magic != F.lit(f"{MAGIC_BYTE:02X}"),
-                 F.concat(F.lit("the first byte is 0x"), magic,
-                          F.lit(f", not the Confluent wire format's magic byte "
-                                f"0x{MAGIC_BYTE:02X}")))]
-            if self._avro.schema_id is not None:
-                found.append((schema_id != F.lit(self._avro.schema_id),
-                              F.concat(F.lit("schema id "), schema_id.cast("string"),
-                                       F.lit(f", expected {self._avro.schema_id}"))))
+        found = self._header_reasons() if self._avro.confluent else []
+        schema_id = _schema_id().cast("string")
+        if self._writers is not None:
+            writers = self._writers
+            for refused, problem in writers.refused.items():
+                found.append((_schema_id() == F.lit(refused), F.lit(
+                    f"schema id {refused} does not resolve to the reader schema "
+                    f"{self._avro.parsed['name']}: {problem}")))
+            known = [*writers.resolving, *writers.refused]
+            found.append((~_schema_id().isin(known) if known else F.lit(True),
+                          F.concat(F.lit("schema id "), schema_id, F.lit(writers.unknown()))))
+            found.append((F.col("_p").getField(DECODED).isNull(), F.concat(
+                F.lit("the value does not decode with writer schema id "), schema_id,
+                F.lit(f" (read as the Avro record {self._avro.parsed['name']})"))))
+            return found
+        if self._avro.schema_id is not None:
+            found.append((_schema_id() != F.lit(self._avro.schema_id),
+                          F.concat(F.lit("schema id "), schema_id,
+                                   F.lit(f", expected {self._avro.schema_id}"))))
         found.append((F.col("_p").getField(DECODED).isNull(),
                       F.lit(f"the value does not decode as the {self._avro.describe()}")))
         return found
+
+    def _header_reasons(self) -> list[tuple[Column, Column]]:
+        """A value too short for Confluent's header, or without its magic byte."""
+        value = F.col("_v")
+        magic = F.hex(F.substring(value, 1, 1))
+        return [
+            (F.length(value) < HEADER_SIZE,
+             F.concat(F.lit("the value has "), F.length(value).cast("string"),
+                      F.lit(f" bytes, fewer than the Confluent wire format's {HEADER_SIZE}-"
+                            "byte header"))),
+            (magic != F.lit(f"{MAGIC_BYTE:02X}"),
+             F.concat(F.lit("the first byte is 0x"), magic,
+                      F.lit(f", not the Confluent wire format's magic byte "
+                            f"0x{MAGIC_BYTE:02X}")))]
 
     def raw_value(self) -> Column:
         return F.base64(F.col("_v")).alias("value_base64")
 
 
-def value_reader(schema: StructType | Avro) -> ValueReader:
-    """The reader for ``schema``: Avro for an ``Avro``, JSON for a Spark struct."""
-    return AvroValues(schema) if isinstance(schema, Avro) else JsonValues(schema)
+def _schema_id() -> Column:
+    """The Confluent header's schema id (bytes 2..5, big-endian) of the value ``_v``."""
+    return F.conv(F.hex(F.substring(F.col("_v"), 2, 4)), 16, 10).cast("long")
+
+
+def value_reader(schema: StructType | Avro, topic: str) -> ValueReader:
+    """The reader for ``schema`` of ``topic``'s values: Avro for an ``Avro``, JSON for a Spark
+    struct."""
+    return AvroValues(schema, topic) if isinstance(schema, Avro) else JsonValues(schema)

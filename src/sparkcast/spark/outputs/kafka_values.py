@@ -13,6 +13,11 @@ by Spark's encoder while the batch is written (Spark's ``AVRO_CANNOT_WRITE_NULL_
 before the shuffle into parts, so the batch fails before any part's transaction begins, and a
 restart after the fix (a ``["null", ...]`` union in the schema, or a value from the function)
 writes it once.
+
+With ``Avro(..., confluent=True, registry=...)`` the header's id is the registry's:
+``registered`` registers the schema under the topic's subject when the sink is made, on the
+driver, once (the registry answers an identical schema with its existing id), and the sink
+writes with that id from then on.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkcast.api.formats import Avro, spark_avro_missing
+from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.launch.connectors import require
 
@@ -45,6 +51,24 @@ def encoded(row: Column, schema: Avro | None) -> Column:
             raise spark_avro_missing(error) from error
         raise
     return F.concat(F.lit(schema.header()), body) if schema.confluent else body
+
+
+def registered(avro: Avro | None, topic: str) -> Avro | None:
+    """``avro`` with the id its registry gives it under ``topic``'s subject (see the module's
+    docstring); any other ``avro`` as it is. A sink writes one schema: writer schemas are
+    refused."""
+    if avro is None or not avro.confluent:
+        return avro
+    if avro.writer_schemas:
+        raise SinkError(f"sinks.kafka({topic!r}): writer_schemas are for reading; a sink writes "
+                        "one schema: give schema_id, or registry to have it registered")
+    if not isinstance(avro.registry, SchemaRegistry):
+        return avro
+    try:
+        schema_id = avro.registry.register(avro.subject_of(topic), avro.schema)
+    except PipelineError as error:
+        raise SinkError(f"sinks.kafka({topic!r}): {error}") from error
+    return avro.with_schema_id(schema_id)
 
 
 def check_avro(where: str, avro: Avro, output: StructType, spark: Any) -> None:
