@@ -96,24 +96,11 @@ class WriterSchemas:
     to the reader schema or is refused with Avro's reason."""
 
     def __init__(self, avro: Avro, topic: str) -> None:
-        given = dict(avro.writer_schemas or {})
-        registered: dict[int, str] = {}
-        self._source = "writer_schemas"
-        if isinstance(avro.registry, SchemaRegistry):
-            subject = avro.subject_of(topic)
-            registered = avro.registry.versions(subject)
-            self._source = f"subject {subject!r} of the registry at {avro.registry.describe()}"
-            if given:
-                self._source += " and writer_schemas"
-        clash = sorted(i for i in given.keys() & registered.keys()
-                       if json.loads(given[i]) != json.loads(registered[i]))
-        if clash:
-            raise PipelineError(f"writer_schemas {clash}: the registry holds another schema "
-                                "under these ids; leave them out of writer_schemas")
+        gathered, self._source = _gathered(avro, topic)
         #: id → writer schema, for the ids whose schema resolves; id → Avro's reason otherwise
         self.resolving: dict[int, str] = {}
         self.refused: dict[int, str] = {}
-        for schema_id, writer in sorted({**registered, **given}.items()):
+        for schema_id, writer in sorted(gathered.items()):
             problem = resolution_problem(avro.schema, writer)
             if problem is None:
                 self.resolving[schema_id] = writer
@@ -123,11 +110,39 @@ class WriterSchemas:
                      f"the reader schema {avro.parsed['name']} ({problem}); its records "
                      "become dead letters")
 
-    def unknown(self) -> str:
-        """The reason's tail for an id that is neither: where the ids came from, what to do."""
-        ids = ", ".join(str(i) for i in sorted([*self.resolving, *self.refused])) or "none"
-        return (f": not among the writer schemas of {self._source} when the query started "
-                f"(ids {ids}); a schema registered since is read after a restart")
+    def reasons(self, record: str) -> list[tuple[Column, Column]]:
+        """Why a record of Avro record ``record`` does not decode, in order: its id's schema
+        does not resolve, the id is unknown to the plan, the body does not decode."""
+        schema_id = _schema_id().cast("string")
+        found = [(_schema_id() == F.lit(refused), F.lit(
+            f"schema id {refused} does not resolve to the reader schema {record}: {problem}"))
+            for refused, problem in self.refused.items()]
+        known = sorted([*self.resolving, *self.refused])
+        where = (f": not among the writer schemas of {self._source} when the query started "
+                 f"(ids {', '.join(map(str, known)) or 'none'}); a schema registered since is "
+                 "read after a restart")
+        found.append((~_schema_id().isin(known) if known else F.lit(True),
+                      F.concat(F.lit("schema id "), schema_id, F.lit(where))))
+        found.append((F.col("_p").getField(DECODED).isNull(), F.concat(
+            F.lit("the value does not decode with writer schema id "), schema_id,
+            F.lit(f" (read as the Avro record {record})"))))
+        return found
+
+
+def _gathered(avro: Avro, topic: str) -> tuple[dict[int, str], str]:
+    """The writer schemas by id, and where they came from (for the dead letters' reason)."""
+    given = dict(avro.writer_schemas or {})
+    if not isinstance(avro.registry, SchemaRegistry):
+        return given, "writer_schemas"
+    subject = avro.subject_of(topic)
+    registered = avro.registry.versions(subject)
+    clash = sorted(i for i in given.keys() & registered.keys()
+                   if json.loads(given[i]) != json.loads(registered[i]))
+    if clash:
+        raise PipelineError(f"writer_schemas {clash}: the registry holds another schema under "
+                            "these ids; leave them out of writer_schemas")
+    source = f"subject {subject!r} of the registry at {avro.registry.describe()}"
+    return {**registered, **given}, source + (" and writer_schemas" if given else "")
 
 
 class AvroValues:
@@ -181,23 +196,11 @@ class AvroValues:
 
     def reasons(self) -> list[tuple[Column, Column]]:
         found = self._header_reasons() if self._avro.confluent else []
-        schema_id = _schema_id().cast("string")
         if self._writers is not None:
-            writers = self._writers
-            for refused, problem in writers.refused.items():
-                found.append((_schema_id() == F.lit(refused), F.lit(
-                    f"schema id {refused} does not resolve to the reader schema "
-                    f"{self._avro.parsed['name']}: {problem}")))
-            known = [*writers.resolving, *writers.refused]
-            found.append((~_schema_id().isin(known) if known else F.lit(True),
-                          F.concat(F.lit("schema id "), schema_id, F.lit(writers.unknown()))))
-            found.append((F.col("_p").getField(DECODED).isNull(), F.concat(
-                F.lit("the value does not decode with writer schema id "), schema_id,
-                F.lit(f" (read as the Avro record {self._avro.parsed['name']})"))))
-            return found
+            return [*found, *self._writers.reasons(self._avro.parsed["name"])]
         if self._avro.schema_id is not None:
             found.append((_schema_id() != F.lit(self._avro.schema_id),
-                          F.concat(F.lit("schema id "), schema_id,
+                          F.concat(F.lit("schema id "), _schema_id().cast("string"),
                                    F.lit(f", expected {self._avro.schema_id}"))))
         found.append((F.col("_p").getField(DECODED).isNull(),
                       F.lit(f"the value does not decode as the {self._avro.describe()}")))
