@@ -544,7 +544,8 @@ def test_a_trace_header_passes_from_the_input_record_to_the_decision_it_produced
         ckpt, letters = tmp_path / path / "ckpt", Letters()
         result.write_stream(checkpoint_location=str(ckpt), trigger={"availableNow": True},
                             sinks={"main": sinks.kafka(kafka_broker.bootstrap, decisions,
-                                                       key="user", headers="headers"),
+                                                       key="user", headers="headers",
+                                                       parallelism=2),  # 2 parts to fence
                                    "dead_letters": sinks.files(str(tmp_path / path))
                                    if path == "keyed" else letters}).awaitTermination()
         found = {r: dict(r.headers) for r in kafka_broker.read(decisions)}
