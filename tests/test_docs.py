@@ -1,7 +1,9 @@
 """Every fenced ``python`` and ``bash`` block of README.md and docs/*.md runs, so no documented
 example can drift from the code. The blocks of one page share a namespace, in order, like a
-doctest session; Spark blocks get the test session as ``spark``. A block is skipped only with a
-visible marker and a reason on the line before it: ``<!-- no-run: needs a cluster -->``.
+doctest session; Spark blocks get the test session as ``spark``, and blocks that name
+``kafka_broker`` the suite's throwaway broker (``sparkcast.testing.kafka``). A block is
+skipped only with a visible marker and a reason on the line before it:
+``<!-- no-run: needs a cluster -->``.
 
 A walk-through page (``ONE_SHELL``) runs as a newcomer pastes it: every block in order in one
 bash shell in an empty folder (a ``cd`` carries over), a ``python`` block fed to ``python`` in
@@ -121,9 +123,11 @@ def test_a_walk_through_runs_top_to_bottom_in_one_shell(name: str, tmp_path: Pat
 
 
 def _needs_spark(block: Block) -> bool:
-    """A block that uses ``spark``, or follows one on its page (it may use what that made)."""
+    """A block that uses ``spark`` or the broker (a JVM either way), or follows one on its
+    page (it may use what that made)."""
     page = [b for b in RUN if b.page == block.page]
-    first = next((b.line for b in page if "spark" in b.code), None)
+    first = next((b.line for b in page if "spark" in b.code or "kafka_broker" in b.code),
+                 None)
     return first is not None and block.line >= first
 
 
@@ -138,6 +142,8 @@ def test_block_runs(block: Block, request: pytest.FixtureRequest) -> None:
     namespace = _NAMESPACES.setdefault(block.page, {"__name__": f"doc_{block.page.stem}"})
     if "spark" in block.code and "spark" not in namespace:
         namespace["spark"] = request.getfixturevalue("spark")
+    if "kafka_broker" in block.code and "kafka_broker" not in namespace:
+        namespace["kafka_broker"] = request.getfixturevalue("kafka_broker")
     # dont_inherit: a block runs as a user's script does, without this module's
     # ``from __future__ import annotations`` (under which a dataclass in a block cannot resolve)
     exec(compile(block.code, block.id, "exec", dont_inherit=True), namespace)  # noqa: S102

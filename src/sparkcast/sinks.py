@@ -59,7 +59,8 @@ def delta(path: str | None = None, *, table: str | None = None,
 def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
           options: Mapping[str, Any] | None = None, parallelism: int | None = None,
           marker_topic: str | None = None,
-          transactional_id_prefix: str | None = None, schema: Avro | None = None) -> KafkaSink:
+          transactional_id_prefix: str | None = None, schema: Avro | None = None,
+          headers: str | None = None) -> KafkaSink:
     """Produce each row to ``topic`` as a JSON object of its columns, or with
     ``schema=Avro(...)`` as an Avro record of them, plain or in Confluent's wire format
     (``key``: the column whose text is the record key), exactly once for consumers with
@@ -73,7 +74,10 @@ def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
     ``options`` are librdkafka settings (``security.protocol``, ``sasl.*``, ...; Spark's
     ``kafka.`` prefix accepted), never shown in a message. The topic must exist; the marker
     topic is created (compacted) at the first batch if it does not, and recorded in the
-    checkpoint. ``parallelism`` cannot change for a checkpoint.
+    checkpoint. ``parallelism`` cannot change for a checkpoint. ``headers`` names a
+    ``map<string,string>`` (or ``map<string,binary>``) column whose entries become the record's
+    headers, e.g. the ``kafka_headers`` of the input record passed on; it is left out of the
+    value. Another type is refused before the query starts.
 
     ``schema=Avro(..., confluent=True, registry=...)`` registers the schema under the topic's
     subject here, on the driver, and writes the id the registry gives it.
@@ -82,7 +86,7 @@ def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
     for ``read_committed`` also see aborted attempts."""
     return KafkaSink(bootstrap_servers, topic, key,
                      {k: str(v) for k, v in (options or {}).items()}, parallelism, marker_topic,
-                     transactional_id_prefix, registered(schema, topic))
+                     transactional_id_prefix, registered(schema, topic), headers)
 
 
 def jdbc(url: str, table: str, properties: Mapping[str, Any] | None = None, *,

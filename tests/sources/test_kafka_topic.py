@@ -19,6 +19,7 @@ from sparkcast import (
     KeyedBroadcastProcessFunction,
     MapStateDescriptor,
     ValueStateDescriptor,
+    sinks,
 )
 from sparkcast.errors import PipelineError
 from sparkcast.sources import kafka_topic
@@ -279,12 +280,17 @@ def test_the_defaults_read_from_the_start_committed_and_without_a_long_fetch_wai
         "kafka.fetch.max.wait.ms": "500", "startingOffsets": "latest"}))
     assert "kafka.fetch.max.wait.ms=500" in chosen and "startingOffsets=latest" in chosen
     assert "kafka.fetch.max.wait.ms=50," not in chosen
+    assert "includeHeaders" not in defaults  # Spark reads headers only when asked
+    assert "includeHeaders=true" in _reader_options(kafka_topic(spark, "127.0.0.1:1", "t",
+                                                                "a int", metadata=["headers"]))
 
 
 def test_checks_name_the_fix(spark):
     for kwargs, message in [
         ({"tombstone": "deleted"}, "pass key="),
-        ({"metadata": ["headers"]}, "choose from"),
+        ({"metadata": ["leader_epoch"]}, "choose from"),
+        ({"group_id": "shop"}, "pass commit_offsets=True"),
+        ({"metadata": ["headers"], "schema": "kafka_headers string"}, "rename one"),
         ({"key": "amount"}, "make it string"),
         ({"metadata": ["offset"], "schema": "kafka_offset long"}, "rename one"),
         ({"key": "deleted", "tombstone": "deleted"}, "rename one"),
@@ -463,3 +469,163 @@ def test_each_keys_records_run_in_offset_order_as_on_the_harness(
     harness.process_micro_batch(broadcast=[{"limit": 2.0, "ts": 0}])
     harness.process_micro_batch(main=fed)
     assert rows == sorted(harness.output())
+
+
+def _decide(tx, ctx):
+    """The decision, with the input record's headers passed on (and one of its own); a record
+    marked ``bad`` gets a header value of the wrong type, which the output check refuses."""
+    limit = ctx.get_broadcast_state(RULES).get("limit")
+    headers = {**tx.kafka_headers, "decided-by": "traced"}
+    yield tx.user, tx.amount > limit, {"trace": 5} if "bad" in tx.kafka_headers else headers
+
+
+class KeyedTraced(KeyedBroadcastProcessFunction):
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value.name, value.limit)
+
+    def process_element(self, value, ctx):
+        yield from _decide(value, ctx)
+
+
+class Traced(BroadcastProcessFunction):
+    def process_broadcast_element(self, value, ctx):
+        ctx.get_broadcast_state(RULES).put(value.name, value.limit)
+
+    def process_element(self, value, ctx):
+        yield from _decide(value, ctx)
+
+
+class Letters:
+    """A sink of the user's (at-least-once), which only the driver writes: the rows it got."""
+
+    def __init__(self):
+        self.rows = []
+
+    def write(self, frame, output, batch_id):
+        self.rows += frame.collect()
+
+
+#: events with headers: a trace each, a header given twice (the last wins), bytes that are not
+#: UTF-8, none at all, one the function answers with a header of the wrong type
+_TRACED = [("u1", {"user": "u1", "amount": 5.0}, [("traceparent", b"00-aaa-01")]),
+           ("u1", {"user": "u1", "amount": 50.0}, [("traceparent", b"00-old-01"),
+                                                   ("traceparent", b"00-bbb-01")]),
+           ("u2", {"user": "u2", "amount": 7.0}, [("traceparent", b"00-ccc-01"),
+                                                  ("raw", b"\xff\xfe")]),
+           ("u2", {"user": "u2", "amount": 80.0}),
+           ("u3", {"user": "u3", "amount": 1.0}, [("bad", b"1")])]
+
+
+def test_a_trace_header_passes_from_the_input_record_to_the_decision_it_produced(
+        spark, kafka_broker, tmp_path):
+    """``metadata=["headers"]`` to ``sinks.kafka(headers=...)``, on both writer paths: the
+    pattern's own tasks (keyed, the other sink ``files``: markers by subtask) and the driver's
+    split by key (non-keyed, the dead letters into a sink of the user's, which only the driver
+    writes: markers by key). Each decision carries its input's trace (the last of a repeated
+    header), the value holds no headers, and a header of the wrong type is a dead letter with
+    the reason: five records in, four decisions and one dead letter out."""
+    events, rules = topic_name("traced"), topic_name("limit")
+    kafka_broker.create_topic(events, partitions=2)
+    kafka_broker.create_topic(rules)
+    kafka_broker.produce(rules, [("limit", {"limit": 10.0})])
+    kafka_broker.produce(events, _TRACED)
+    events_df = kafka_topic(spark, kafka_broker.bootstrap, events, "user string, amount double",
+                            metadata=["headers"])
+    assert events_df.schema["kafka_headers"].dataType.simpleString() == "map<string,string>"
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double", key="name")
+    output = "user string, flagged boolean, headers map<string,string>"
+    for path, by in [("keyed", "subtask"), ("non-keyed", "key")]:
+        stream = Stream(events_df).key_by("user") if path == "keyed" else Stream(events_df)
+        result = stream.connect(Stream(rules_df).broadcast(RULES)).process(
+            KeyedTraced() if path == "keyed" else Traced(), output, hold_until_ready=[RULES],
+            **({"parallelism": 2} if path == "keyed" else {}))
+        decisions = topic_name(f"decisions-{path}")
+        kafka_broker.create_topic(decisions, partitions=2)
+        ckpt, letters = tmp_path / path / "ckpt", Letters()
+        result.write_stream(checkpoint_location=str(ckpt), trigger={"availableNow": True},
+                            sinks={"main": sinks.kafka(kafka_broker.bootstrap, decisions,
+                                                       key="user", headers="headers",
+                                                       parallelism=2),  # 2 parts to fence
+                                   "dead_letters": sinks.files(str(tmp_path / path))
+                                   if path == "keyed" else letters}).awaitTermination()
+        found = {r: dict(r.headers) for r in kafka_broker.read(decisions)}
+        assert all(set(json.loads(r.value)) == {"user", "flagged"} for r in found), path
+        traced = {h.get("traceparent"): (json.loads(r.value)["flagged"], h.get("decided-by"))
+                  for r, h in found.items()}
+        assert traced == {b"00-aaa-01": (False, b"traced"), b"00-bbb-01": (True, b"traced"),
+                          b"00-ccc-01": (False, b"traced"), None: (True, b"traced")}, path
+        assert [h["raw"] for h in found.values() if "raw" in h] == ["\ufffd\ufffd".encode()]
+        (letter,) = (read_output(spark, str(tmp_path / path), "dead_letters").collect()
+                     if path == "keyed" else letters.rows)
+        assert letter.callback == "output" and "field 'headers'" in letter.error, letter.error
+        markers = json.loads((ckpt / "sparkcast" / "kafka-markers.json").read_text())
+        assert {json.loads(r.value)["by"] for r in kafka_broker.read(markers["main"])} == {by}
+
+
+def _wait_for(condition, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"not so after {timeout:.0f} s")
+
+
+def test_committed_micro_batches_show_in_kafkas_consumer_groups_tool(
+        spark, kafka_broker, tmp_path, caplog):
+    """``commit_offsets=True``: after the first micro-batch, Kafka's own
+    ``kafka-consumer-groups`` shows the query's group (named for the query) with the batch's
+    end offsets, and the lag of records produced since, while the query runs; the broadcast
+    topic, not asked for, is not committed. A commit that cannot be made (a JKS truststore,
+    which librdkafka does not read) is one WARNING naming the fix and never the password, and
+    the query reads every record."""
+    events, rules = topic_name("watched"), topic_name("factor")
+    kafka_broker.create_topic(events, partitions=2)
+    kafka_broker.create_topic(rules)
+    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
+    kafka_broker.produce(events, [(f"u{i}", {"user": f"u{i}", "amount": float(i)})
+                                  for i in range(20)])
+    name = f"watched_{uuid.uuid4().hex[:6]}"
+    group = f"sparkcast-{name}"
+    events_df = kafka_topic(spark, kafka_broker.bootstrap, events, "user string, amount double",
+                            commit_offsets=True)
+    rules_df = kafka_topic(spark, kafka_broker.bootstrap, rules, "limit double", key="name")
+    result = Stream(events_df).connect(Stream(rules_df).broadcast(RULES)).process(
+        Scaled(), "user string, scaled double")
+    query = result.write_stream(str(tmp_path / "out"), str(tmp_path / "ckpt"),
+                                trigger={"processingTime": "1 hour"}, query_name=name)
+    try:  # the first micro-batch runs at once, the next at the hour
+        committed = _wait_for(lambda: (found := kafka_broker.committed(group))
+                              and sum(found.values()) == 20 and found)
+        kafka_broker.produce(events, [(f"u{i}", {"user": f"u{i}", "amount": float(i)})
+                                      for i in range(20, 26)])
+        described = kafka_broker.consumer_groups("--describe", "--group", group)
+        running, batches = query.isActive, len(query.recentProgress)
+    finally:
+        query.stop()
+    assert {topic for topic, _ in committed} == {events} and running
+    rows = [line.split() for line in described.splitlines() if line.startswith(f"{group} ")]
+    assert sorted((r[1], int(r[2])) for r in rows) == [(events, 0), (events, 1)], described
+    current, end, lag = (sum(int(r[i]) for r in rows) for i in (3, 4, 5))
+    if batches == 1:  # no trigger came between (one does at the turn of the hour)
+        assert (current, end, lag) == (20, 26, 6), described
+    assert all(int(r[4]) - int(r[3]) == int(r[5]) for r in rows) and end == 26
+
+    secret = "tru5tst0re-pa55"
+    unwatched = topic_name("unwatched")
+    kafka_broker.create_topic(unwatched)
+    kafka_broker.produce(unwatched, [(None, {"id": i}) for i in range(3)])
+    with caplog.at_level("WARNING", logger="sparkcast"):
+        read = _collect(spark, kafka_topic(spark, kafka_broker.bootstrap, unwatched, "id long",
+                                           commit_offsets=True, group_id="shop-monitor",
+                                           options={"maxOffsetsPerTrigger": "1",
+                                                    "kafka.ssl.truststore.location": "/no.jks",
+                                                    "kafka.ssl.truststore.password": secret}),
+                        tmp_path, f"unwatched_{uuid.uuid4().hex[:6]}")
+        _wait_for(lambda: "shop-monitor" in caplog.text, timeout=30)
+        time.sleep(1)  # the later batches' commits fail too, without a word
+    assert sorted(r.id for r in read) == [0, 1, 2]
+    warned = [r.getMessage() for r in caplog.records if "shop-monitor" in r.getMessage()]
+    assert len(warned) == 1 and "ssl.ca.location" in warned[0], warned
+    assert secret not in caplog.text

@@ -420,6 +420,15 @@ def test_sinks_are_checked_before_the_query_starts(spark, tmp_path, kafka_broker
     with pytest.raises(SinkError, match="key column 'user' is not a column"):
         result.write_stream(checkpoint_location=str(tmp_path / "c2"), sinks={
             **letters, "main": sinks.kafka(kafka_broker.bootstrap, "checked", key="user")})
+    for headers, key, message in [
+            ("trace", None, "headers column 'trace' is not a column"),
+            ("scaled", None, "headers column 'scaled' is double; a record's headers are a "
+                             "map<string,string>"),
+            ("id", "id", "headers column 'id' is bigint")]:
+        with pytest.raises(SinkError, match=message):
+            result.write_stream(checkpoint_location=str(tmp_path / "c3"), sinks={
+                **letters, "main": sinks.kafka(kafka_broker.bootstrap, "checked", key=key,
+                                               headers=headers)})
 
 
 def test_a_secret_in_the_options_never_shows_in_an_error(spark, tmp_path, kafka_broker):

@@ -20,7 +20,10 @@ and Kafka Streams' ``GlobalKTable`` do): a broadcast side reads the whole topic,
 rule, in its first micro-batch, and with ``hold_until_ready`` no event is decided before them.
 A tombstone (a null value: the key was deleted, what a compacted topic keeps) becomes a row
 with only the key and the ``tombstone`` column set, so the function can remove the key.
-docs/sources.md says how.
+docs/sources.md says how. ``metadata=["headers"]`` reads the record's headers (Spark's
+``includeHeaders``) as a ``map<string, string>`` column ``kafka_headers`` (``_headers`` says
+why a map); ``commit_offsets=True`` commits each committed micro-batch's end offsets to a
+consumer group, for Kafka's tools (``kafka_offsets.py``).
 
 A broadcast topic is quiet (a rule now and then): the executor's cached consumer of its
 partition leaves a fetch at the log end in flight, which the broker holds for
@@ -40,14 +43,17 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcast.api.formats import Avro
 from sparkcast.errors import MissingDependencyError, PipelineError
+from sparkcast.sources.kafka_offsets import commit_to_group
 from sparkcast.sources.kafka_values import ValueReader, value_reader
 from sparkcast.spark.launch.connectors import require
 from sparkcast.spark.launch.packages import coordinates, scala_version
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
-#: the record's metadata ``metadata=`` can add, each as column ``kafka_<name>``
+#: the record's metadata ``metadata=`` can add, each as column ``kafka_<name>`` (``headers``:
+#: Spark's ``headers`` column, read with ``includeHeaders``, as a map: ``_headers``)
 METADATA = {"topic": "topic", "partition": "partition", "offset": "offset",
-            "timestamp": "timestamp", "timestamp_type": "timestampType"}
+            "timestamp": "timestamp", "timestamp_type": "timestampType",
+            "headers": "headers"}
 #: options that choose the topic: ``topic`` does that, one way
 _TOPIC_OPTIONS = ("subscribe", "subscribePattern", "assign")
 #: a new checkpoint reads the whole topic; an aborted transaction's records are never read; a
@@ -59,7 +65,8 @@ _DEFAULTS = {"startingOffsets": "earliest", "kafka.isolation.level": "read_commi
 def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
                 schema: str | StructType | Avro, *, key: str | None = None,
                 tombstone: str | None = None, metadata: Iterable[str] = (),
-                options: Mapping[str, str] | None = None) -> DataFrame:
+                options: Mapping[str, str] | None = None, commit_offsets: bool = False,
+                group_id: str | None = None) -> DataFrame:
     """The records of ``topic`` as a stream of ``schema``'s columns: parsed from JSON values
     (``schema`` a DDL string or ``StructType``), or decoded from Avro ones (``schema`` an
     ``Avro``: its record's fields are the columns; plain or Confluent-framed; with a registry
@@ -71,21 +78,34 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     latest value per key). ``tombstone`` names a boolean column, true for a record whose value
     is null (its fields null, the key set): the function removes the key. Without it a
     tombstone is a dead letter. ``metadata`` adds any of ``topic``, ``partition``, ``offset``,
-    ``timestamp`` (the record's, e.g. the ``event_time``), ``timestamp_type`` as columns
-    ``kafka_<name>``; order a broadcast side with ``broadcast(..., order_by="kafka_offset")``
-    so one key's updates apply in the topic's order.
+    ``timestamp`` (the record's, e.g. the ``event_time``), ``timestamp_type``, ``headers`` as
+    columns ``kafka_<name>``; order a broadcast side with ``broadcast(..., order_by=
+    "kafka_offset")`` so one key's updates apply in the topic's order. ``kafka_headers`` is a
+    ``map<string, string>`` (a key given twice keeps its last value, as Kafka's
+    ``lastHeader`` reads it; ``sinks.kafka(headers=...)`` writes such a map back).
+
+    ``commit_offsets=True`` commits each committed micro-batch's end offsets to the consumer
+    group ``group_id`` (default ``sparkcast-<query name>``), for Kafka's tools to show the
+    job's lag (Flink's ``commit.offsets.on.checkpoint``); the checkpoint stays the truth, a
+    failed commit is one WARNING, never a failed query (``kafka_offsets.py``).
 
     Every entry of ``options`` goes to Spark's reader unchanged (``kafka.security.protocol``,
     ``kafka.sasl.jaas.config``, ``maxOffsetsPerTrigger``, ``startingOffsets``, ...); they win
     over the defaults ``startingOffsets=earliest``, ``kafka.isolation.level=read_committed``
     (a topic ``sinks.kafka`` wrote is read exactly once) and ``kafka.fetch.max.wait.ms=50``.
     No message shows them."""
+    metadata = list(metadata)
     _check_options(metadata, options or {})
+    if group_id is not None and not commit_offsets:
+        raise PipelineError("group_id names the group commit_offsets=True commits to: pass "
+                            "commit_offsets=True, or leave group_id out")
     values = value_reader(schema if isinstance(schema, Avro) else _struct(schema), topic)
     require(spark, ("kafka", "avro") if isinstance(schema, Avro) else ("kafka",))
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}
+    if "headers" in metadata:
+        settings["includeHeaders"] = "true"
     try:
         raw = reader.options(**settings).load()
     except Exception as error:  # Spark names the missing connector in its own words for kafka
@@ -94,11 +114,15 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
         raise
     frame = raw.select(F.col("key").cast("string").alias("_k"),
                        values.value(F.col("value")).alias("_v"),
-                       *[F.col(c) for c in METADATA.values()])
+                       *[F.col(c) for m, c in METADATA.items() if m != "headers"],
+                       *([_headers(F.col("headers")).alias("headers")]
+                         if "headers" in metadata else []))
     frame = frame.select("*", values.parsed().alias("_p"))
     struct = values.struct(frame)
     _check(struct, key, tombstone, metadata)
-    return _parsed(frame, values, struct, key, tombstone, list(metadata))
+    if commit_offsets:
+        commit_to_group(spark, topic, bootstrap_servers, options or {}, group_id)
+    return _parsed(frame, values, struct, key, tombstone, metadata)
 
 
 def _no_connector() -> MissingDependencyError:
@@ -134,6 +158,20 @@ def _check_options(metadata: Iterable[str], options: Mapping[str, str]) -> None:
     unknown = [m for m in metadata if m not in METADATA]
     if unknown:
         raise PipelineError(f"metadata {unknown}: choose from {', '.join(METADATA)}")
+
+
+def _headers(headers: Column) -> Column:
+    """Spark's ``array<struct<key, value: binary>>`` as ``map<string, string>``: a key given
+    twice keeps its last value (Kafka's ``Headers.lastHeader``), a value is UTF-8 text (bytes
+    that are not become U+FFFD), a record without headers has an empty map. The map, because
+    the headers shops set are text looked up by name (``traceparent``, a correlation id,
+    ``content-type``): ``row.kafka_headers["traceparent"]``, and ``sinks.kafka(headers=...)``
+    writes the same map back."""
+    last = F.filter(headers, lambda h, i: ~F.exists(
+        F.slice(headers, i + 2, F.size(headers)), lambda later: later["key"] == h["key"]))
+    text = F.transform(last, lambda h: F.struct(
+        h["key"].alias("key"), F.make_valid_utf8(h["value"].cast("string")).alias("value")))
+    return F.coalesce(F.map_from_entries(text), F.create_map().cast("map<string,string>"))
 
 
 def _check(struct: StructType, key: str | None, tombstone: str | None,

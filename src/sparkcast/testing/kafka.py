@@ -10,8 +10,10 @@ no ZooKeeper. Its storage is formatted in the folder with a fresh cluster id. Si
 settings let transactions work (the transaction log and the offsets topic with one replica).
 The log cleaner runs every 100 ms, so a compaction test need not wait long.
 
-``stop()`` and ``start()`` keep the folder and the ports: the same broker comes back with its
-topics (the broker-restart tests). Leaving the ``with`` block stops it and removes the folder.
+``committed(group)`` gives a consumer group's offsets; ``consumer_groups(...)`` runs Kafka's own
+``kafka-consumer-groups`` tool against it, from the same jars. ``stop()`` and ``start()`` keep
+the folder and the ports: the same broker comes back with its topics (the broker-restart tests).
+Leaving the ``with`` block stops it and removes the folder.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from sparkcast.errors import BrokerError, MissingDependencyError
 from sparkcast.jvm import jars_folder
 from sparkcast.testing.ports import free_port
 
+#: ``kafka-consumer-groups``' class in Kafka 4 (``kafka-tools``, in jvm/kafka-broker/pom.xml)
+CONSUMER_GROUPS = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 #: seconds a broker gets to open its port (a cold JVM on a loaded 2-core machine: ~10 s)
 START_TIMEOUT = 90.0
 _SETTINGS = {
@@ -223,24 +227,52 @@ class KafkaBroker:
             time.sleep(0.1)
         raise BrokerError(f"topic {name!r} was created but is not served after 60 s")
 
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """The offsets consumer group ``group`` has committed, ``(topic, partition) → offset``
+        (empty for a group that committed none)."""
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        admin = self.admin()  # kept while the answer comes: a client gone never answers
+        groups = admin.list_consumer_groups(request_timeout=30).result(timeout=60)
+        if group not in {listed.group_id for listed in groups.valid}:
+            return {}  # asking the offsets of a group that does not exist crashed librdkafka
+        asked = [ConsumerGroupTopicPartitions(group)]
+        found = admin.list_consumer_group_offsets(asked)[group].result(timeout=30)
+        return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions or []
+                if tp.offset >= 0}
+
+    def consumer_groups(self, *args: str) -> str:
+        """What Kafka's own ``kafka-consumer-groups`` prints for ``args`` (``--list``,
+        ``--describe --group g``) against this broker: its class, in the broker's jars."""
+        done = subprocess.run(
+            self._java(CONSUMER_GROUPS, "--bootstrap-server", self.bootstrap, *args),
+            capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise BrokerError(f"kafka-consumer-groups {' '.join(args)} failed "
+                              f"({done.returncode}): {done.stderr.strip()[-800:]}")
+        return done.stdout
+
     def client_config(self, **extra: Any) -> dict[str, Any]:
         """Settings for a confluent-kafka client of this broker."""
         return {"bootstrap.servers": self.bootstrap, **extra}
 
-    def produce(self, topic: str, records: Iterable[tuple[str | None, Any]]) -> int:
-        """Append ``(key, value)`` records to ``topic`` in order and wait until the broker has
-        them all (idempotent, ``acks=all``). A dict value is written as JSON, a str as is (a
-        malformed record), None as a tombstone. Returns how many were written."""
+    def produce(self, topic: str, records: Iterable[tuple[Any, ...]]) -> int:
+        """Append ``(key, value)`` or ``(key, value, headers)`` records to ``topic`` in order and
+        wait until the broker has them all (idempotent, ``acks=all``). A dict value is written
+        as JSON, a str as is (a malformed record), None as a tombstone; ``headers`` as
+        confluent-kafka takes them (``(name, value)`` pairs or a dict). Returns how many were
+        written."""
         from confluent_kafka import Producer
 
         producer = Producer(self.client_config(**{"enable.idempotence": True,
                                                   "linger.ms": 5}))
         failures: list[str] = []
         count = 0
-        for key, value in records:
+        for key, value, *headers in records:
             text = json.dumps(value) if isinstance(value, dict) else value
-            producer.produce(topic, key=key, value=text, on_delivery=lambda error, _: (
-                failures.append(error.str()) if error is not None else None))
+            producer.produce(topic, key=key, value=text, headers=headers[0] if headers else None,
+                             on_delivery=lambda error, _: (
+                                 failures.append(error.str()) if error is not None else None))
             producer.poll(0)
             count += 1
         left = producer.flush(60)
@@ -284,15 +316,18 @@ class KafkaBroker:
 
 @dataclass(frozen=True)
 class KafkaRecord:
-    """One record as ``KafkaBroker.read`` returns it (key and value decoded as UTF-8)."""
+    """One record as ``KafkaBroker.read`` returns it (key and value decoded as UTF-8, the
+    headers as the broker holds them: ``(name, bytes)`` pairs in order)."""
 
     key: str | None
     value: str | None
     partition: int
     offset: int
+    headers: tuple[tuple[str, bytes | None], ...] = ()
 
     @classmethod
     def of(cls, message: Any) -> KafkaRecord:
         key, value = message.key(), message.value()
         return cls(None if key is None else key.decode(), None if value is None else
-                   value.decode(), message.partition(), message.offset())
+                   value.decode(), message.partition(), message.offset(),
+                   tuple(message.headers() or ()))

@@ -22,7 +22,7 @@ own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds, whatever fa
   commit: a kill between them replays N, and the markers make the Kafka part of it a no-op.
 
 The parts cannot change for a checkpoint (the markers record them and how they were split);
-a change is refused.
+a change is refused. A ``headers`` column becomes each record's headers (``kafka_values.py``).
 Records go to the topic's partitions as a Java producer puts their keys (murmur2,
 ``kafka_transactions.PRODUCER_DEFAULTS``). Settings in ``options`` (librdkafka's names;
 Spark's ``kafka.`` prefix accepted) pass through to the producers, secrets included; no
@@ -52,7 +52,12 @@ from sparkcast.spark.outputs.kafka_transactions import (
     marker_prefix,
     read_markers,
 )
-from sparkcast.spark.outputs.kafka_values import check_avro, encoded
+from sparkcast.spark.outputs.kafka_values import (
+    check_avro,
+    check_headers,
+    encoded,
+    header_records,
+)
 
 #: the frame each part writer reads: the record key and value, the emission order
 _ORDER = "_sparkcast_order"
@@ -64,7 +69,8 @@ DEFAULT_PARTS = 4
 class KafkaSink:
     """``kafka(bootstrap_servers, topic, key=..., options=...)``: each output row a JSON object
     of its columns, or with ``schema=Avro(...)`` an Avro record (``key``: a column whose text is
-    the record key); exactly once for ``read_committed`` consumers."""
+    the record key; ``headers``: a map column that becomes the record's headers); exactly once
+    for ``read_committed`` consumers."""
 
     bootstrap_servers: str
     topic: str
@@ -74,6 +80,7 @@ class KafkaSink:
     marker_topic: str | None = None  # None: the query's own (kafka_markers.py)
     transactional_id_prefix: str | None = None
     schema: Avro | None = None
+    headers: str | None = None  # a map column, left out of the value (kafka_values.py)
 
     def describe(self) -> str:  # never the options: they may hold credentials
         return f"kafka({self.bootstrap_servers!r}, {self.topic!r})"
@@ -97,6 +104,9 @@ class KafkaSink:
                             f"({schema.simpleString()})")
         if self.parallelism is not None and self.parallelism < 1:
             raise SinkError(f"{where}: parallelism must be at least 1")
+        if self.headers is not None:
+            check_headers(where, self.headers, schema, self.key)
+            schema = StructType([f for f in schema.fields if f.name != self.headers])
         if self.schema is not None:
             check_avro(where, self.schema, schema, spark)
         topics = self._topics(where)
@@ -182,8 +192,9 @@ class KafkaWriter:
         writer = self.part_writer(sink, output, batch_id)
         if writer is None:
             return
-        written = (_records(frame, sink.key, sink.schema).repartition(sink.parts, "part_by")
-                   .sortWithinPartitions(_ORDER).select("key", "value")
+        records = ["key", "value", *(["headers"] if sink.headers is not None else [])]
+        written = (_records(frame, sink).repartition(sink.parts, "part_by")
+                   .sortWithinPartitions(_ORDER).select(*records)
                    .mapInArrow(writer, "part int, records long").collect())
         self.written(sink, output, batch_id, [row["part"] for row in written])
 
@@ -226,12 +237,16 @@ class KafkaWriter:
                 for output, _ in self.sinks}
 
 
-def _records(frame: DataFrame, key: str | None, schema: Avro | None) -> DataFrame:
-    """Key as text, value as JSON text or Avro bytes, the part's hash input, and the order the
-    rows were emitted in."""
-    value = encoded(F.struct(*[F.col(f"`{n}`") for n in frame.columns]), schema)
+def _records(frame: DataFrame, sink: KafkaSink) -> DataFrame:
+    """Key as text, value as JSON text or Avro bytes (of every column but the headers), the
+    headers, the part's hash input, and the order the rows were emitted in."""
+    value = encoded(F.struct(*[F.col(f"`{n}`") for n in frame.columns if n != sink.headers]),
+                    sink.schema)
+    key = sink.key
     key_text = F.col(f"`{key}`").cast("string") if key is not None else F.lit(None).cast("string")
-    return frame.select(key_text.alias("key"), value.alias("value"),
+    headers = ([header_records(F.col(f"`{sink.headers}`")).alias("headers")]
+               if sink.headers is not None else [])
+    return frame.select(key_text.alias("key"), value.alias("value"), *headers,
                         F.monotonically_increasing_id().alias(_ORDER)).withColumn(
         "part_by", F.coalesce(F.col("key"), F.col("value")))
 

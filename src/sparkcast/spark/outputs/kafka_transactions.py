@@ -28,6 +28,8 @@ executor was declared lost) and on any worker:
   part never both commit; the newer one decides by the exact read.
 
 The driver fences every part once per run and reads all markers the same way (``kafka.py``).
+Records with headers (``sinks.kafka(headers=...)``) are produced one call each
+(``_produce_with_headers``): confluent-kafka's ``produce_batch`` takes no headers.
 This module is what the tasks unpickle: it imports confluent-kafka and pyarrow only.
 """
 
@@ -322,7 +324,11 @@ class PartWriter:
             count = 0
             for batch in batches:
                 keys, values = batch.column("key").to_pylist(), batch.column("value").to_pylist()
-                _produce_in_order(kafka_producer, self.topic, keys, values)
+                if "headers" in batch.schema.names:
+                    _produce_with_headers(kafka_producer, self.topic, keys, values,
+                                          batch.column("headers").to_pylist())
+                else:
+                    _produce_in_order(kafka_producer, self.topic, keys, values)
                 count += batch.num_rows
             marker = json.dumps({"batch": self.batch_id, "parts": self.parts, "by": self.by,
                                  "query": self.query})
@@ -359,6 +365,19 @@ def _produce_in_order(kafka_producer: Any, topic: str, keys: list[Any], values: 
                 raise client().KafkaException(error)
             pending = [_message(m.get("key"), m["value"]) for m in pending[refused[0]:]]
             kafka_producer.poll(0.05)
+
+
+def _produce_with_headers(kafka_producer: Any, topic: str, keys: list[Any], values: list[Any],
+                          headers: list[list[tuple[str, bytes | None]] | None]) -> None:
+    """The records in order, with their headers (``(name, bytes)`` pairs, as Arrow gives a
+    ``map<string, binary>``), one ``produce`` call each: ``produce_batch`` takes no headers."""
+    for key, value, pairs in zip(keys, values, headers, strict=True):
+        while True:
+            try:
+                kafka_producer.produce(topic, value=value, key=key, headers=pairs or None)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                kafka_producer.poll(0.05)
 
 
 def _message(key: Any, value: Any) -> dict[str, Any]:

@@ -18,6 +18,13 @@ With ``Avro(..., confluent=True, registry=...)`` the header's id is the registry
 ``registered`` registers the schema under the topic's subject when the sink is made, on the
 driver, once (the registry answers an identical schema with its existing id), and the sink
 writes with that id from then on.
+
+Headers (``headers="col"``): a ``map<string, string>`` or ``map<string, binary>`` column of
+the output, left out of the value, given to the producers as ``map<string, binary>``
+(``header_records``); another type, a missing column, or the key's column is refused before
+the query starts (``check_headers``). A map never holds a null key, and a value the function
+yields that is not a map of text (an int, a list) is a dead letter of the output check
+(``core/output_check.py``) before any sink sees it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
 from sparkcast.api.formats import Avro, spark_avro_missing
 from sparkcast.api.registry import SchemaRegistry
@@ -35,6 +42,8 @@ from sparkcast.spark.launch.connectors import require
 
 #: Spark's error for a null in a field the Avro schema does not allow null (the encoder exists)
 _NULL_FIELD = "AVRO_CANNOT_WRITE_NULL_FIELD"
+#: the values a ``headers=`` map may hold: text (what ``kafka_topic`` reads), or bytes
+HEADER_VALUES = (StringType(), BinaryType())
 
 
 def encoded(row: Column, schema: Avro | None) -> Column:
@@ -105,3 +114,27 @@ def _avro_reason(error: BaseException) -> str:
     if causes:
         return causes[-1]  # the innermost: the field that does not convert
     return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def header_records(headers: Column) -> Column:
+    """A ``headers=`` column as the producers take it: ``map<string, binary>`` (text as its
+    UTF-8 bytes); a null column, no headers."""
+    return F.transform_values(headers, lambda _, value: value.cast("binary"))
+
+
+def check_headers(where: str, name: str, output: StructType, key: str | None) -> None:
+    """Refuse, before the query starts, a ``headers=`` column the output lacks, of a type no
+    header is made from, or that is also the key."""
+    if name not in output.fieldNames():
+        raise SinkError(f"{where}: headers column {name!r} is not a column of the output "
+                        f"({output.simpleString()})")
+    kind = output[name].dataType
+    if not (isinstance(kind, MapType) and kind.keyType == StringType()
+            and kind.valueType in HEADER_VALUES):
+        raise SinkError(f"{where}: headers column {name!r} is {kind.simpleString()}; a record's "
+                        "headers are a map<string,string> (what kafka_topic's kafka_headers "
+                        "holds) or map<string,binary>: declare the column so in the output "
+                        "schema")
+    if name == key:
+        raise SinkError(f"{where}: {name!r} is both the key and the headers column; a record's "
+                        "key is text, its headers a map: use two columns")

@@ -43,7 +43,7 @@ from sparkcast.spark.outputs.batch_driver import Batch, BatchConsumer
 from sparkcast.spark.outputs.batch_outputs import TypedFrames
 from sparkcast.spark.outputs.file_writer import report
 from sparkcast.spark.outputs.kafka import KafkaSink, KafkaWriter, malformed_part
-from sparkcast.spark.outputs.kafka_values import encoded
+from sparkcast.spark.outputs.kafka_values import encoded, header_records
 from sparkcast.spark.outputs.sinks import TaggedOutputs, prepare_checkpoint
 from sparkcast.spark.outputs.task_files import Written, file_layout
 from sparkcast.spark.outputs.task_sinks import (
@@ -198,11 +198,15 @@ class SinksInTasks:
             sink = sinks[target.output]
             rows, typed = typed_row(self.plan, target.output)
             record = F.struct(*typed)
-            value = encoded(record, sink.schema)
+            value = encoded(record if sink.headers is None else record.dropFields(sink.headers),
+                            sink.schema)
             key = (record.getField(sink.key).cast("string") if sink.key is not None
                    else F.lit(None).cast("string"))
-            key_name, value_name = record_columns(target.index)
+            key_name, value_name, headers_name = record_columns(target.index)
             columns += [F.when(rows, key).alias(key_name), F.when(rows, value).alias(value_name)]
+            if sink.headers is not None:
+                headers = header_records(record.getField(sink.headers))
+                columns.append(F.when(rows, headers).alias(headers_name))
         return columns
 
 

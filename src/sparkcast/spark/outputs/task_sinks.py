@@ -4,7 +4,8 @@ stage.
 
 Its input is the pattern's tagged frame (``layout.py``) with the subtask that emitted each row
 (``_subtask``) and, for every output into ``sinks.kafka``, that output's record key and value
-as Spark's ``to_json``/``to_avro`` made them (``kafka_values.py``) in two columns. Per task:
+as Spark's ``to_json``/``to_avro`` made them (``kafka_values.py``) in two columns, and its
+headers in a third for a sink with ``headers=``. Per task:
 
 * every row is counted as the observation would count it (rows per output, dead letters,
   ``_metrics`` reports);
@@ -50,9 +51,10 @@ _WRITTEN = pa.schema([pa.field("sink", pa.int32()), pa.field("output", pa.string
                       pa.field("rows", pa.int64()), pa.field("summary", pa.string())])
 
 
-def record_columns(index: int) -> tuple[str, str]:
-    """The key and value columns of the ``index``-th Kafka output of the writer's input."""
-    return f"_kafka_key_{index}", f"_kafka_value_{index}"
+def record_columns(index: int) -> tuple[str, str, str]:
+    """The key, value and headers columns of the ``index``-th Kafka output of the writer's
+    input (the headers only for a sink with ``headers=``)."""
+    return f"_kafka_key_{index}", f"_kafka_value_{index}", f"_kafka_headers_{index}"
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,14 @@ class SinkTaskWriter:
 
 
 def _records(rows: pa.RecordBatch, index: int) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """``rows`` as ``key``/``value`` batches, per subtask (the runner emits a subtask's rows
-    together; Spark's Arrow batches may hold the end of one and the start of the next)."""
-    key, value = record_columns(index)
-    records = pa.RecordBatch.from_arrays([rows.column(key), rows.column(value)],
-                                         names=["key", "value"])
+    """``rows`` as ``key``/``value`` batches (and ``headers``, for a sink with them), per
+    subtask (the runner emits a subtask's rows together; Spark's Arrow batches may hold the end
+    of one and the start of the next)."""
+    names = ["key", "value", "headers"]
+    chosen = [(name, column) for name, column in zip(names, record_columns(index), strict=True)
+              if column in rows.schema.names]
+    records = pa.RecordBatch.from_arrays([rows.column(column) for _, column in chosen],
+                                         names=[name for name, _ in chosen])
     subtasks = rows.column(SUBTASK)
     for subtask in pc.unique(subtasks).to_pylist():
         yield subtask, records.filter(pc.equal(subtasks, subtask))
