@@ -232,13 +232,19 @@ def test_malformed_records_become_dead_letters_naming_topic_partition_offset(
     assert by_offset[(rules, 1)]["key"] == "bad"
 
 
+def _events_and_a_factor(broker, events: str, rules: str, users: list[str]) -> None:
+    """Topic ``events`` (2 partitions) with one record per user, keyed by it, its amount the
+    record's index; topic ``rules`` with one factor."""
+    broker.create_topic(events, partitions=2)
+    broker.create_topic(rules)
+    broker.produce(rules, [("factor", {"limit": 2.0})])
+    broker.produce(events, [(user, {"user": user, "amount": float(i)})
+                            for i, user in enumerate(users)])
+
+
 def test_options_pass_through_and_secrets_stay_out_of_sight(spark, kafka_broker, tmp_path):
     events, rules = topic_name("events"), topic_name("rules")
-    kafka_broker.create_topic(events, partitions=2)
-    kafka_broker.create_topic(rules)
-    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
-    kafka_broker.produce(events, [(f"u{i % 4}", {"user": f"u{i % 4}", "amount": float(i)})
-                                  for i in range(12)])
+    _events_and_a_factor(kafka_broker, events, rules, [f"u{i % 4}" for i in range(12)])
     secret = "s3cr3t-pa55word"
     jaas = f'org.apache.kafka.common.security.plain.PlainLoginModule required ' \
            f'username="app" password="{secret}";'
@@ -581,11 +587,7 @@ def test_committed_micro_batches_show_in_kafkas_consumer_groups_tool(
     which librdkafka does not read) is one WARNING naming the fix and never the password, and
     the query reads every record."""
     events, rules = topic_name("watched"), topic_name("factor")
-    kafka_broker.create_topic(events, partitions=2)
-    kafka_broker.create_topic(rules)
-    kafka_broker.produce(rules, [("factor", {"limit": 2.0})])
-    kafka_broker.produce(events, [(f"u{i}", {"user": f"u{i}", "amount": float(i)})
-                                  for i in range(20)])
+    _events_and_a_factor(kafka_broker, events, rules, [f"u{i}" for i in range(20)])
     name = f"watched_{uuid.uuid4().hex[:6]}"
     group = f"sparkcast-{name}"
     events_df = kafka_topic(spark, kafka_broker.bootstrap, events, "user string, amount double",

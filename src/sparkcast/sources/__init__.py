@@ -1,5 +1,6 @@
 """Streaming inputs from outside files: ``postgres_table`` reads a PostgreSQL table as a stream
-of its changed rows, ``kafka_topic`` a Kafka topic's JSON or Avro records (``sparkcast.Avro``)
+of its changed rows, ``kafka_topic`` a Kafka topic's JSON or Avro records (``sparkcast.Avro``,
+by their writer schemas' ids where a registry names them), with their headers if asked,
 through Spark's own Kafka source (docs/sources.md); either can be the broadcast side, e.g.
 rules that change at run time."""
 
