@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import MissingDependencyError, PipelineError
@@ -61,6 +61,9 @@ class Avro:
     registry: SchemaRegistry | str | None = field(default=None, repr=False)
     subject: str | None = None
 
+    #: the connector ``kafka_topic`` and ``sinks.kafka`` add for it at first use
+    connector: ClassVar[str] = "avro"
+
     def __post_init__(self) -> None:
         record = self.parsed
         if isinstance(self.registry, str):
@@ -71,13 +74,13 @@ class Avro:
                                 "Confluent wire format's header: pass confluent=True with "
                                 "them, or leave them out for plain Avro")
         if self.schema_id is not None:
-            _check_id(self.schema_id, "schema_id")
+            check_id(self.schema_id, "schema_id")
             if self.writer_schemas or self.registry is not None:
                 raise PipelineError("schema_id is the one id every record carries; with "
                                     "writer_schemas or a registry each id names its own "
                                     "schema: give one or the other")
         for schema_id, writer in (self.writer_schemas or {}).items():
-            _check_id(schema_id, "a writer_schemas id")
+            check_id(schema_id, "a writer_schemas id")
             if not isinstance(writer, str):
                 raise PipelineError(f"writer_schemas[{schema_id}]: the schema as JSON text, "
                                     f"not {type(writer).__name__} (json.dumps a dict)")
@@ -124,7 +127,7 @@ class Avro:
             raise PipelineError("writing the Confluent wire format needs the schema's registry "
                                 "id: Avro(schema, confluent=True, schema_id=<id>), or "
                                 "registry=<url> to have it registered")
-        return bytes([MAGIC_BYTE]) + self.schema_id.to_bytes(4, "big")
+        return confluent_header(self.schema_id)
 
     def describe(self) -> str:
         """The record and its framing, for messages and dead letters (never credentials)."""
@@ -140,16 +143,23 @@ class Avro:
         return f"Confluent-framed Avro record {name} ({which})"
 
 
-def _check_id(schema_id: Any, what: str) -> None:
+def confluent_header(schema_id: int) -> bytes:
+    """Confluent's header for ``schema_id``: the magic byte, then the id in 4 bytes big-endian
+    (Protobuf's message indexes follow it, ``api/protobuf.py``)."""
+    return bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
+
+
+def check_id(schema_id: Any, what: str) -> None:
+    """Refuse what is not a registry id, naming ``what`` was given."""
     if (isinstance(schema_id, bool) or not isinstance(schema_id, int)
             or not 0 <= schema_id < 2 ** 31):
         raise PipelineError(f"{what} must be a registry id (an int from 0 to 2**31 - 1), not "
                             f"{schema_id!r}")
 
 
-def spark_avro_missing(error: TypeError) -> MissingDependencyError:
-    """PySpark's error for an absent spark-avro jar, as the fix."""
+def connector_missing(name: str, error: TypeError) -> MissingDependencyError:
+    """PySpark's error for an absent ``spark-<name>`` jar (``avro``, ``protobuf``), as the fix."""
     return MissingDependencyError(
-        "Avro values need Spark's spark-avro jar: `make install` puts it in .jars/spark (with "
-        "sparkcast.spark.launch.jars.with_spark_jars); on a cluster, --packages "
-        f"org.apache.spark:spark-avro_2.13:<Spark's version> ({error})")
+        f"{name.capitalize()} values need Spark's spark-{name} jar: `make install` puts it in "
+        ".jars/spark (with sparkcast.spark.launch.jars.with_spark_jars); on a cluster, "
+        f"--packages org.apache.spark:spark-{name}_2.13:<Spark's version> ({error})")

@@ -1,10 +1,11 @@
-"""The value ``sinks.kafka`` writes for a row: a JSON object of its columns, or an Avro record
-(``schema=Avro(...)``), encoded in the JVM before the part writers get the rows.
+"""The value ``sinks.kafka`` writes for a row: a JSON object of its columns, an Avro record
+(``schema=Avro(...)``) or a Protobuf message (``schema=Protobuf(...)``), encoded in the JVM
+before the part writers get the rows.
 
 Avro is spark-avro's ``to_avro`` with the given schema, Confluent's header (magic byte, schema
 id) concatenated in front when ``confluent``; the part writers produce the bytes as they are.
 Spark matches the output's columns to the record's fields by name, and refuses a mismatch only
-when it builds the encoder, in the first task: ``check_avro`` builds one on the driver before
+when it builds the encoder, in the first task: ``check_value`` builds one on the driver before
 the query starts, over a row of nulls, so a column the record lacks, a field the output lacks
 (unless a ``["null", ...]`` union, written null) or a type that does not convert is refused
 with Avro's reason. A null in a field the Avro schema does not allow null is refused per row
@@ -18,6 +19,13 @@ With ``Avro(..., confluent=True, registry=...)`` the header's id is the registry
 ``registered`` registers the schema under the topic's subject when the sink is made, on the
 driver, once (the registry answers an identical schema with its existing id), and the sink
 writes with that id from then on.
+
+Protobuf is spark-protobuf's ``to_protobuf`` of the message with the descriptors, after
+Confluent's header and the message's indexes when ``confluent``; ``check_value`` refuses a
+column the message has no field for by name, then builds the encoder as for Avro (a type that
+does not convert is refused with Spark's reason). A null column is an unset field. With
+``registry``, ``Protobuf.written`` registers the message's file (its imports first) or takes
+the subject's latest version, once, when the sink is made.
 
 Headers (``headers="col"``): a ``map<string, string>`` or ``map<string, binary>`` column of
 the output, left out of the value, given to the producers as ``map<string, binary>``
@@ -35,7 +43,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from sparkcast.api.formats import Avro, spark_avro_missing
+from sparkcast.api.formats import Avro, connector_missing
+from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.launch.connectors import require
@@ -46,26 +55,40 @@ _NULL_FIELD = "AVRO_CANNOT_WRITE_NULL_FIELD"
 HEADER_VALUES = (StringType(), BinaryType())
 
 
-def encoded(row: Column, schema: Avro | None) -> Column:
-    """``row`` (a struct of the output's columns) as the record value: JSON text, or Avro
-    bytes after Confluent's header when the schema says so."""
+def encoded(row: Column, schema: Avro | Protobuf | None) -> Column:
+    """``row`` (a struct of the output's columns) as the record value: JSON text, or Avro or
+    Protobuf bytes after Confluent's header when the schema says so."""
     if schema is None:
         return F.to_json(row)
-    from pyspark.sql.avro.functions import to_avro
-
     try:
-        body = to_avro(row, schema.schema)
+        body = _body(row, schema)
     except TypeError as error:
         if "JavaPackage" in str(error):
-            raise spark_avro_missing(error) from error
+            raise connector_missing(schema.connector, error) from error
         raise
     return F.concat(F.lit(schema.header()), body) if schema.confluent else body
 
 
-def registered(avro: Avro | None, topic: str) -> Avro | None:
-    """``avro`` with the id its registry gives it under ``topic``'s subject (see the module's
-    docstring); any other ``avro`` as it is. A sink writes one schema: writer schemas are
-    refused."""
+def _body(row: Column, schema: Avro | Protobuf) -> Column:
+    if isinstance(schema, Avro):
+        from pyspark.sql.avro.functions import to_avro
+
+        return to_avro(row, schema.schema)
+    from pyspark.sql.protobuf.functions import to_protobuf
+
+    return to_protobuf(row, schema.message, options=schema.spark_options(),
+                       binaryDescriptorSet=schema.descriptor_set().data)
+
+
+def registered(schema: Avro | Protobuf | None, topic: str) -> Avro | Protobuf | None:
+    """``schema`` with the id its registry gives it under ``topic``'s subject (see the module's
+    docstring); any other as it is. A sink writes one schema: writer schemas are refused."""
+    if isinstance(schema, Protobuf):
+        try:
+            return schema.written(topic)
+        except PipelineError as error:
+            raise SinkError(f"sinks.kafka({topic!r}): {error}") from error
+    avro = schema
     if avro is None or not avro.confluent:
         return avro
     if avro.writer_schemas:
@@ -80,24 +103,38 @@ def registered(avro: Avro | None, topic: str) -> Avro | None:
     return avro.with_schema_id(schema_id)
 
 
-def check_avro(where: str, avro: Avro, output: StructType, spark: Any) -> None:
-    """Refuse, before the query starts, an Avro schema the output's rows cannot be written
-    with (see the module's docstring), or Confluent framing without a schema id."""
+def check_value(where: str, schema: Avro | Protobuf, output: StructType, spark: Any) -> None:
+    """Refuse, before the query starts, an Avro or Protobuf schema the output's rows cannot be
+    written with (see the module's docstring), or Confluent framing without a schema id."""
     try:
-        if avro.confluent:
-            avro.header()  # refuses a missing schema id
+        if schema.confluent:
+            schema.header()  # refuses a missing schema id
+        if isinstance(schema, Protobuf):
+            _check_fields(schema, output)
     except PipelineError as error:
         raise SinkError(f"{where}: {error}") from error
-    require(spark, ("avro",))  # spark-avro joins a session sparkcast started at its first use
+    require(spark, (schema.connector,))  # the connector joins a session sparkcast started
     nulls = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in output.fields])
     try:
-        spark.range(1).select(encoded(nulls, avro).alias("value")).collect()
+        spark.range(1).select(encoded(nulls, schema).alias("value")).collect()
     except Exception as error:
         if _condition(error) == _NULL_FIELD:
             return  # the encoder was built: every column fits (nulls aside, see above)
+        kind = "Protobuf message" if isinstance(schema, Protobuf) else "Avro schema"
         raise SinkError(f"{where}: the output's columns ({output.simpleString()}) cannot be "
-                        f"written as the {avro.describe()}: {_avro_reason(error)}; make the "
-                        "Avro schema's fields the output's columns, by name and type") from error
+                        f"written as the {schema.describe()}: {_avro_reason(error)}; make the "
+                        f"{kind}'s fields the output's columns, by name and type") from error
+
+
+def _check_fields(proto: Protobuf, output: StructType) -> None:
+    """Refuse output columns the message has no field for (Spark's encoder refuses them only
+    in the first task): each column is written to the field of its name."""
+    fields = proto.descriptor_set().fields(proto.message)
+    missing = [n for n in output.fieldNames() if n not in fields]
+    if missing:
+        raise PipelineError(f"columns {missing} are not fields of message {proto.message} "
+                            f"(its fields: {', '.join(fields)}): add them to the message, or "
+                            "leave them out of the output")
 
 
 def _condition(error: BaseException) -> str | None:
