@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -34,6 +33,7 @@ from sparkcast.sources import kafka_topic
 from sparkcast.spark.outputs.kafka_values import encoded
 from sparkcast.testing.schema_registry import LocalSchemaRegistry
 from tests.protobuf_schemas import message_class, money, rules, write_set
+from tests.sources.test_kafka_avro import read_all
 from tests.sources.test_kafka_topic import topic_name
 
 pytestmark = pytest.mark.spark
@@ -43,17 +43,6 @@ OUTPUT = StructType([StructField("name", StringType()), StructField("limit", Dou
                      StructField("tags", ArrayType(StringType())),
                      StructField("kind", StringType())])
 COLUMNS = ["name", "limit", "tags", "kind", "price"]
-
-
-def _read_all(spark, frame, tmp_path, name: str) -> list:
-    """Every record of the topic as ``kafka_topic`` gives it (one availableNow query)."""
-    table = f"proto_{name}_{uuid.uuid4().hex[:8]}"
-    frame.writeStream.format("memory").queryName(table).option(
-        "checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start(
-    ).awaitTermination()
-    rows = spark.table(table).orderBy("kafka_offset").collect()
-    spark.catalog.dropTempView(table)
-    return rows
 
 
 def _encoded(spark, schema: Protobuf, rows: list[tuple]) -> list[bytes]:
@@ -110,7 +99,7 @@ def test_confluents_serializer_and_sparkcast_read_and_write_each_others_records(
                                 metadata=["offset"])
         latest = kafka_topic(spark, "127.0.0.1:1", topic, Protobuf(
             "shop.Rule", confluent=True, registry=registry))  # no descriptors: version 2's
-        rows = _read_all(spark, frame, tmp_path, "framed")
+        rows = read_all(spark, frame, tmp_path, "framed")
 
     assert frame.columns == [*COLUMNS, "key", "kafka_offset", "_corrupt_record"]
     assert [c for c in latest.columns if c not in COLUMNS] == ["source", "_corrupt_record"]
@@ -148,7 +137,7 @@ def test_plain_protobuf_goes_both_ways_and_misfits_are_refused(spark, kafka_brok
     rule = message_class("shop.Rule", money(), rules())
     assert rule.FromString(values[0]).name == "a"  # no header: the body alone
     kafka_broker.produce(topic, [("a", values[0]), ("b", values[1]), ("bad", b"\xff" * 4)])
-    rows = _read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, plain, key="key",
+    rows = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, plain, key="key",
                                         metadata=["offset"]), tmp_path, "plain")
     assert {r.key: (r.name, r.limit, r.tags, r.kind) for r in rows if not r._corrupt_record} == {
         "a": ("a", 1.0, ["t"], "REVIEW"), "b": ("b", 0.0, [], "BLOCK")}  # zeros, not nulls
