@@ -17,22 +17,17 @@ export SPARKCAST_WHEELHOUSE := $(CURDIR)/$(WHEELHOUSE)
 
 install: $(STAMP) $(JARS_STAMP) $(WHEELS_STAMP)
 
-# Spark's Kafka connector, spark-avro, spark-protobuf (where Maven serves it: jvm/protobuf) and
-# Delta (spark.jars of the tests and demos), Kafka's broker (the throwaway broker of the tests
-# and `make demo-kafka`); fetched here, never while
+# Spark's Kafka connector, spark-avro and Delta (spark.jars of the tests and demos), Kafka's
+# broker (the throwaway broker of the tests and `make demo-kafka`); fetched here, never while
 # tests run. jvm/packages: the rest of what Spark's resolver takes for the same connectors by
 # coordinates (spark.jars.packages) from ~/.m2 alone, as a pip-installed sparkcast's test does
-$(JARS_STAMP): jvm/spark/pom.xml jvm/kafka-broker/pom.xml jvm/packages/pom.xml jvm/protobuf/pom.xml
+$(JARS_STAMP): jvm/spark/pom.xml jvm/kafka-broker/pom.xml jvm/packages/pom.xml
 	@command -v mvn >/dev/null || (apt-get update -q && apt-get install -y -q maven)
 	@for part in spark kafka-broker; do \
 	  rm -rf $(JARS)/$$part && \
 	  mvn -q -B dependency:copy-dependencies -f jvm/$$part/pom.xml -DincludeScope=runtime \
 	      -DoutputDirectory=$(CURDIR)/$(JARS)/$$part || exit 1; \
 	done
-	@mvn -q -B dependency:copy-dependencies -f jvm/protobuf/pom.xml -DincludeScope=runtime \
-	    -DoutputDirectory=$(CURDIR)/$(JARS)/spark > $(JARS)/protobuf.log 2>&1 \
-	  || echo "make install: Maven did not serve spark-protobuf ($(JARS)/protobuf.log):" \
-	          "Protobuf values need it on the classpath; the tests run a stand-in of its functions"
 	mvn -q -B dependency:resolve -f jvm/packages/pom.xml
 	@touch $(JARS_STAMP)
 

@@ -35,11 +35,6 @@ def spark() -> Iterator[Any]:
         conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
               "spark.driver.memory": "2g", **TEST_SESSION, **_jars()},
     )
-    # spark-protobuf where make install found it; its functions' stand-in where Maven did not
-    # serve it (tests/protobuf_stand_in.py says what that tests and what not)
-    from tests.protobuf_stand_in import install_unless_served
-
-    install_unless_served(spark)
     yield spark
     spark.stop()
 

@@ -34,9 +34,9 @@ KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 AVRO = "org.apache.spark:spark-avro_2.13:4.2.0"
 
 
-def pom_dependencies(part: str = "spark") -> set[str]:
+def pom_dependencies() -> set[str]:
     """``group:artifact:version`` of each dependency ``make install`` resolves for Spark."""
-    text = (ROOT / "jvm" / part / "pom.xml").read_text()
+    text = (ROOT / "jvm" / "spark" / "pom.xml").read_text()
     return {":".join(found) for found in re.findall(
         r"<groupId>(.+?)</groupId>\s*<artifactId>(.+?)</artifactId>\s*<version>(.+?)</version>",
         text)}
@@ -64,8 +64,7 @@ def test_the_variable_chooses_the_connectors(value, names, monkeypatch):
 
 def test_an_unknown_connector_is_refused_with_the_choices():
     with pytest.raises(MissingDependencyError, match=r"SPARKCAST_PACKAGES='kafak' names kafak: "
-                                                     r"give any of kafka,avro,protobuf,delta, "
-                                                     r"or off"):
+                                                     r"give any of kafka,avro,delta, or off"):
         chosen("kafak")
 
 
@@ -74,8 +73,6 @@ def test_the_coordinates_are_the_ones_make_install_resolves_for_this_pyspark():
     added = coordinates(("kafka", "avro", "delta"), pyspark.__version__, scala_version())
     assert set(added) <= pom_dependencies()
     assert added[:2] == [KAFKA, AVRO]
-    assert set(coordinates(("protobuf",), pyspark.__version__, scala_version())) <= (
-        pom_dependencies("protobuf"))  # its own part: Maven may not serve it (the Makefile)
 
 
 def test_delta_follows_the_spark_minor_and_is_refused_where_none_is_known():
@@ -96,18 +93,18 @@ def test_the_scala_suffix_comes_from_the_scala_library_jar(tmp_path):
 
 
 def test_a_pip_installed_sparkcast_resolves_nothing_at_start(pip_installed):
-    """A job that reads files only starts with no resolution: Kafka, Avro and Protobuf are
-    allowed at their first use (``ON_USE``), not named in ``spark.jars.packages``."""
+    """A job that reads files only starts with no resolution: Kafka and Avro are allowed at
+    their first use (``ON_USE``), not named in ``spark.jars.packages``."""
     settings, added = with_connectors({"spark.sql.shuffle.partitions": "2"})
     assert added == []
-    assert settings == {"spark.sql.shuffle.partitions": "2", ON_USE: "kafka,avro,protobuf"}
-    assert on_use(settings) == ("kafka", "avro", "protobuf")
+    assert settings == {"spark.sql.shuffle.partitions": "2", ON_USE: "kafka,avro"}
+    assert on_use(settings) == ("kafka", "avro")
 
 
 def test_what_the_job_declares_is_resolved_at_start(pip_installed):
     settings, added = with_connectors({}, declared=["kafka"])
     assert added == [KAFKA]
-    assert settings == {ON_USE: "avro,protobuf", "spark.jars.packages": KAFKA}
+    assert settings == {ON_USE: "avro", "spark.jars.packages": KAFKA}
 
 
 def test_delta_adds_its_coordinates_and_settings_at_start(pip_installed, monkeypatch):
@@ -157,8 +154,8 @@ def test_the_resolution_error_names_what_ivy_did_not_find(tmp_path):
     assert message.startswith(f"Spark could not resolve {AVRO} (the connectors sparkcast adds "
                               f"for PySpark {pyspark.__version__};")
     assert KAFKA not in message and "\n" not in message
-    assert message.endswith("or set SPARKCAST_PACKAGES=off if the job reads no Kafka, Avro, "
-                            "Protobuf or Delta")
+    assert message.endswith("or set SPARKCAST_PACKAGES=off if the job reads no Kafka, Avro or "
+                            "Delta")
     nothing = resolution_error([KAFKA, AVRO], {"spark.jars.ivy": str(tmp_path / "none")})
     assert f"resolve {KAFKA}, {AVRO} (" in str(nothing)
 

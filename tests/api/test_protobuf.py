@@ -49,8 +49,10 @@ def test_descriptors_come_from_a_file_or_bytes_and_the_message_must_be_top_level
         "Confluent-framed Protobuf message shop.Rule (any schema id)")
     completed = Protobuf("shop.Rule", descriptor_set(rules(), money())).descriptor_set()
     assert "shop.Money" in completed.messages()
-    assert Protobuf("shop.Rule", SET, options={"enums.as.ints": "true"}).spark_options() == {
-        "emit.default.values": "true", "enums.as.ints": "true", "mode": "PERMISSIVE"}
+    ints = Protobuf("shop.Rule", SET, options={"enums.as.ints": "TRUE"})
+    assert (ints.enums_as_ints, ints.emit_defaults) == (True, True)
+    zeros_as_nulls = Protobuf("shop.Rule", SET, options={"emit.default.values": "false"})
+    assert (zeros_as_nulls.enums_as_ints, zeros_as_nulls.emit_defaults) == (False, False)
 
 
 @pytest.mark.parametrize(("args", "kwargs", "message"), [
@@ -60,7 +62,9 @@ def test_descriptors_come_from_a_file_or_bytes_and_the_message_must_be_top_level
     (("shop.Rule", descriptor_set(rules())), {}, "imports shop/money.proto without"),
     (("shop.Rule",), {}, "needs the message's descriptors"),
     (("shop.Rule", SET), {"schema_id": 3}, "pass confluent=True"),
-    (("shop.Rule", SET), {"options": {"MODE": "FAILFAST"}}, "mode is PERMISSIVE"),
+    (("shop.Rule", SET), {"options": {"mode": "FAILFAST"}},
+     r"options \['mode'\]: Protobuf values take emit.default.values and enums.as.ints"),
+    (("shop.Rule", SET), {"options": {"enums.as.ints": "yes"}}, "give 'true' or 'false'"),
     (("shop.Rule", SET), {"confluent": True, "schema_id": 1, "registry": "http://r:1"},
      "give one or the other"),
 ])

@@ -10,8 +10,8 @@ body that does not parse are dead letters naming topic, partition, offset and wh
 encoder registers the same file (the id Confluent's serializer got) and Confluent's deserializer
 reads what it wrote; plain descriptor-file values go both ways. The password is shown nowhere.
 
-Without spark-protobuf on the classpath (Maven did not serve it here), Spark's two functions are
-the stand-in's (``tests/protobuf_stand_in.py``): everything else is sparkcast's and Confluent's.
+Both ways the bodies go through sparkcast's own codec (Google's protobuf runtime in the Python
+workers, ``spark/outputs/protobuf_codec.py``): there is no stand-in anywhere.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ OUTPUT = StructType([StructField("name", StringType()), StructField("limit", Dou
                      StructField("tags", ArrayType(StringType())),
                      StructField("kind", StringType())])
 COLUMNS = ["name", "limit", "tags", "kind", "price"]
+#: what Google's runtime says of the bodies that do not parse (upb's words)
+GARBAGE_ERROR = "Error parsing message with type 'shop.Rule': Wire format was corrupt"
 
 
 def _encoded(spark, schema: Protobuf, rows: list[tuple]) -> list[bytes]:
@@ -122,7 +124,8 @@ def test_confluents_serializer_and_sparkcast_read_and_write_each_others_records(
                    "(ids 2, 3, 4); a schema registered since is read after a restart",
         "note": "the message indexes [0] are not message shop.Rule's ([1])",
         "no-rule": "schema id 4 has no message shop.Rule",
-        "garbage": "the body does not parse as the Protobuf message shop.Rule (schema id 2)"}
+        "garbage": "the body does not parse as the Protobuf message shop.Rule (schema id 2): "
+                   f"DecodeError: {GARBAGE_ERROR}"}
     assert {k: base64.b64decode(d["value_base64"]) for k, d in letters.items()} == bad
     shown = [capsys.readouterr().out, *[r._corrupt_record or "" for r in rows], repr(reader)]
     assert not [s for s in shown if PASSWORD in s]
@@ -143,7 +146,8 @@ def test_plain_protobuf_goes_both_ways_and_misfits_are_refused(spark, kafka_brok
         "a": ("a", 1.0, ["t"], "REVIEW"), "b": ("b", 0.0, [], "BLOCK")}  # zeros, not nulls
     (letter,) = [json.loads(r._corrupt_record) for r in rows if r._corrupt_record]
     assert (letter["key"], letter["reason"]) == (
-        "bad", "the value does not parse as the Protobuf message shop.Rule")
+        "bad", f"the value does not parse as the Protobuf message shop.Rule: DecodeError: "
+               f"{GARBAGE_ERROR}")
     for schema, columns, message in [
         (plain, StructType([*OUTPUT.fields[:1], StructField("note", StringType())]),
          r"columns \['note'\] are not fields of message shop.Rule"),

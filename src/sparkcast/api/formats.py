@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import MissingDependencyError, PipelineError
@@ -60,9 +60,6 @@ class Avro:
     writer_schemas: Mapping[int, str] | None = field(default=None, repr=False, hash=False)
     registry: SchemaRegistry | str | None = field(default=None, repr=False)
     subject: str | None = None
-
-    #: the connector ``kafka_topic`` and ``sinks.kafka`` add for it at first use
-    connector: ClassVar[str] = "avro"
 
     def __post_init__(self) -> None:
         record = self.parsed
@@ -157,9 +154,9 @@ def check_id(schema_id: Any, what: str) -> None:
                             f"{schema_id!r}")
 
 
-def connector_missing(name: str, error: TypeError) -> MissingDependencyError:
-    """PySpark's error for an absent ``spark-<name>`` jar (``avro``, ``protobuf``), as the fix."""
+def spark_avro_missing(error: TypeError) -> MissingDependencyError:
+    """PySpark's error for an absent spark-avro jar, as the fix."""
     return MissingDependencyError(
-        f"{name.capitalize()} values need Spark's spark-{name} jar: `make install` puts it in "
-        ".jars/spark (with sparkcast.spark.launch.jars.with_spark_jars); on a cluster, "
-        f"--packages org.apache.spark:spark-{name}_2.13:<Spark's version> ({error})")
+        "Avro values need Spark's spark-avro jar: `make install` puts it in .jars/spark (with "
+        "sparkcast.spark.launch.jars.with_spark_jars); on a cluster, --packages "
+        f"org.apache.spark:spark-avro_2.13:<Spark's version> ({error})")

@@ -3,7 +3,8 @@
 ``Protobuf("shop.Rule", "rules.desc")`` names a top-level message by its full name and the
 descriptor set that defines it (``protoc --include_imports --descriptor_set_out=rules.desc
 rules.proto``: a path, or the set's bytes), read once, here, on the driver. Both sides run in
-the JVM, in Spark's ``from_protobuf``/``to_protobuf`` (spark-protobuf):
+the Python workers, by Google's protobuf runtime (``spark/outputs/protobuf_codec.py``: message
+classes built from the set, no generated module imported), so no JVM package is needed:
 
 >>> rules = kafka_topic(spark, "broker:9092", "rules", Protobuf("shop.Rule", "rules.desc"))
 >>> alerts = sinks.kafka("broker:9092", "alerts", schema=Protobuf(
@@ -28,10 +29,11 @@ Writing it, the id is ``schema_id``, or with ``registry`` the id the registry gi
 message's file under ``subject`` (registered if new, its imports first under their file names,
 as Confluent's serializer registers them), or without ``descriptors`` the subject's latest.
 
-``options`` go to Spark's functions (``enums.as.ints``, ``recursive.fields.max.depth``,
-``upcast.unsigned.ints``, ...); ``emit.default.values`` is ``true`` unless given, so a proto3
-zero reads as 0, as Protobuf's own libraries read it, not as null; ``mode`` is always
-``PERMISSIVE``: a body that does not parse is a dead letter, never a failed query.
+``options`` are two of Spark's ``from_protobuf`` options, read the same way:
+``emit.default.values`` (``true`` unless given: a proto3 zero reads as 0, as Protobuf's own
+libraries read it; ``false``: as null) and ``enums.as.ints`` (an enum as its number, not its
+name; ``false`` unless given). Any other is refused. A body that does not parse is a dead
+letter with the runtime's reason, never a failed query.
 
 Like Flink's ``protobuf`` format and, for the framing and the registry, Confluent's
 ``KafkaProtobufDeserializer``/``KafkaProtobufSerializer``.
@@ -42,7 +44,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import ClassVar
 
 from sparkcast.api.formats import check_id, confluent_header
 from sparkcast.api.protobuf_descriptors import (
@@ -54,9 +55,8 @@ from sparkcast.api.protobuf_descriptors import (
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import PipelineError, warn
 
-#: Spark's option sparkcast sets for every read, and those it sets unless given
-FIXED_OPTIONS = {"mode": "PERMISSIVE"}
-DEFAULT_OPTIONS = {"emit.default.values": "true"}
+#: the options, each with its value unless given (see the module's docstring)
+OPTIONS = {"emit.default.values": "true", "enums.as.ints": "false"}
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,6 @@ class Protobuf:
     subject: str | None = None
     options: Mapping[str, str] = field(default_factory=dict, hash=False)
 
-    #: the connector ``kafka_topic`` and ``sinks.kafka`` add for it at first use
-    connector: ClassVar[str] = "protobuf"
-
     def __post_init__(self) -> None:
         if not isinstance(self.message, str) or not self.message:
             raise PipelineError("Protobuf(message): the message's full name, such as 'shop.Rule'")
@@ -93,9 +90,7 @@ class Protobuf:
                 raise PipelineError("schema_id is the one id every record carries; with a "
                                     "registry each id names its own version: give one or the "
                                     "other")
-        if [k for k in self.options if k.lower() == "mode"]:
-            raise PipelineError("options: mode is PERMISSIVE (a record that does not parse is a "
-                                "dead letter); leave it out")
+        _check_options(self.options)
         if self.descriptors is None:
             if self.registry is None:
                 raise PipelineError("Protobuf needs the message's descriptors: a descriptor set "
@@ -106,9 +101,18 @@ class Protobuf:
         found.fields(self.message)  # refuses a message the set does not define
         object.__setattr__(self, "descriptors", found.data)
 
-    def spark_options(self) -> dict[str, str]:
-        """The options Spark's ``from_protobuf`` gets."""
-        return {**DEFAULT_OPTIONS, **dict(self.options), **FIXED_OPTIONS}
+    @property
+    def emit_defaults(self) -> bool:
+        """Whether an unset field without presence reads as its zero (else null)."""
+        return self._option("emit.default.values")
+
+    @property
+    def enums_as_ints(self) -> bool:
+        """Whether an enum reads (and is written) as its number, not its name."""
+        return self._option("enums.as.ints")
+
+    def _option(self, name: str) -> bool:
+        return str(self.options.get(name, OPTIONS[name])).lower() == "true"
 
     def subject_of(self, topic: str) -> str:
         """The registry subject of ``topic``'s values: ``subject``, or Confluent's default
@@ -182,6 +186,16 @@ class Protobuf:
                                 f"{self.message}: register one, or give the descriptors")
         (schema_id, found), = latest
         return replace(self, schema_id=schema_id, registry=None, descriptors=found.data)
+
+
+def _check_options(options: Mapping[str, str]) -> None:
+    unknown = sorted(k for k in options if k not in OPTIONS)
+    if unknown:
+        raise PipelineError(f"options {unknown}: Protobuf values take {' and '.join(OPTIONS)} "
+                            "(each 'true' or 'false'); leave the others out")
+    wrong = sorted(k for k, v in options.items() if str(v).lower() not in ("true", "false"))
+    if wrong:
+        raise PipelineError(f"options {wrong}: give 'true' or 'false'")
 
 
 @dataclass(frozen=True)

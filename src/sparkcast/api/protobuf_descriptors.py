@@ -1,12 +1,13 @@
 """Protobuf descriptor sets, read on the driver: the messages a set defines, the message indexes
 Confluent's header names one by, the registry's schemas as a set and a set as registry schemas.
 
-A set (``FileDescriptorSet``) is what ``protoc --include_imports --descriptor_set_out`` writes and
-what Spark's ``from_protobuf``/``to_protobuf`` take as ``binaryDescriptorSet``. Only Google's
-well-known files (``google/protobuf/*.proto``) may be left out of one: ``completed`` adds them
-from Python's protobuf runtime, as Confluent's clients skip them in a schema's references.
+A set (``FileDescriptorSet``) is what ``protoc --include_imports --descriptor_set_out`` writes
+and what the workers build their message classes from (``spark/outputs/protobuf_rows.py``).
+Only Google's well-known files (``google/protobuf/*.proto``) may be left out of one:
+``completed`` adds them from Python's protobuf runtime, as Confluent's clients skip them in a
+schema's references.
 
-Spark's functions find a message among the top-level messages of the set's files, by full name;
+A message is found among the top-level messages of the set's files, by full name;
 Confluent's indexes name it by its place in its file (``[0]``: the first, written as the single
 byte 0). Nothing here runs per record, imports a module a descriptor names, or evaluates data.
 """
@@ -21,11 +22,6 @@ from typing import Any
 
 from sparkcast.errors import MissingDependencyError, PipelineError
 
-#: the field ``marked`` adds to the reader's message: a repeated field, so Spark's decoder gives
-#: every record it parsed an array (empty), and a record it could not parse a null
-DECODED = "_sparkcast_decoded"
-#: Protobuf's largest field number: no writer's message has a field there by accident
-DECODED_NUMBER = 536_870_911
 #: the files Confluent's clients and registry treat as built in (never a reference)
 BUILT_IN = ("google/protobuf/", "google/type/", "confluent/")
 
@@ -71,7 +67,7 @@ class DescriptorSet:
         return bytes(self.proto.SerializeToString())
 
     def messages(self) -> list[str]:
-        """The full names of the top-level messages, the ones Spark's functions find."""
+        """The full names of the top-level messages, the ones a ``Protobuf`` may name."""
         return [_full_name(f, m.name) for f in self.proto.file for m in f.message_type]
 
     def fields(self, message: str) -> dict[str, Any]:
@@ -107,22 +103,6 @@ class DescriptorSet:
         done = _descriptor_pb2().FileDescriptorSet()
         done.file.extend([*[known[n] for n in sorted(wanted)], *self.proto.file])
         return DescriptorSet(done.SerializeToString())
-
-    def marked(self, message: str) -> DescriptorSet:
-        """This set with ``DECODED`` added to ``message`` (see ``DECODED``)."""
-        fields = self.fields(message)
-        if DECODED in fields or any(f.number == DECODED_NUMBER for f in fields.values()):
-            raise PipelineError(f"{DECODED} (field {DECODED_NUMBER}) is added by kafka_topic; "
-                                f"leave it out of message {message}")
-        copy = _descriptor_pb2().FileDescriptorSet()
-        copy.CopyFrom(self.proto)
-        found = _find(copy, message)
-        assert found is not None  # fields() found it
-        file, index = found
-        added = file.message_type[index].field.add()
-        added.name, added.number = DECODED, DECODED_NUMBER
-        added.label, added.type = added.LABEL_REPEATED, added.TYPE_BOOL
-        return DescriptorSet(copy.SerializeToString())
 
     def _located(self, message: str) -> tuple[Any, int]:
         found = _find(self.proto, message)

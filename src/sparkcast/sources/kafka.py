@@ -2,18 +2,19 @@
 by Spark's own Kafka source (PyFlink: ``KafkaSource`` with a JSON, Avro or Protobuf
 deserialization schema).
 
-The value of each record is parsed in the JVM (``from_json`` for JSON, ``from_avro`` for an
-``Avro``, ``from_protobuf`` for a ``Protobuf``, permissive, no Python on the hot path;
-``kafka_values.py``) into the schema's columns. A record that does not fit never reaches the
-function and never stops the stream: it keeps its place as a ``_corrupt_record`` row holding JSON
-with its topic, partition, offset, reason, key and raw value, which sparkcast's malformed-input
-route (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
+The value of each record is parsed into the schema's columns in the JVM (``from_json`` for
+JSON, ``from_avro`` for an ``Avro``, permissive, no Python on the hot path), or for a
+``Protobuf`` by Google's protobuf runtime in the Python workers (``kafka_protobuf.py``); see
+``kafka_values.py``. A record that does not fit never reaches the function and never stops the
+stream: it keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partition,
+offset, reason, key and raw value, which sparkcast's malformed-input route
+(``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
-Spark's Kafka connector (and spark-avro for an ``Avro``, spark-protobuf for a ``Protobuf``) must be
-in the session: a session ``session()`` started gets them here, at their first use
-(``spark/launch/connectors.py``), and one Spark cannot resolve is refused here with one line; a
-session without them that sparkcast may not extend (``spark-submit``, ``SPARKCAST_PACKAGES=off``, a
-Connect server's) is refused with the connector's coordinates.
+Spark's Kafka connector (and spark-avro for an ``Avro``) must be in the session: a session
+``session()`` started gets them here, at their first use (``spark/launch/connectors.py``), and
+one Spark cannot resolve is refused here with one line; a session without them that sparkcast
+may not extend (``spark-submit``, ``SPARKCAST_PACKAGES=off``, a Connect server's) is refused
+with the connector's coordinates. Protobuf needs no connector.
 
 Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
 with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
@@ -102,12 +103,9 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     if group_id is not None and not commit_offsets:
         raise PipelineError("group_id names the group commit_offsets=True commits to: pass "
                             "commit_offsets=True, or leave group_id out")
-    connectors: tuple[str, ...] = ("kafka",)
-    if isinstance(schema, (Avro, Protobuf)):
-        values, connectors = value_reader(schema, topic), (*connectors, schema.connector)
-    else:
-        values = value_reader(_struct(schema), topic)
-    require(spark, connectors)
+    values = value_reader(schema if isinstance(schema, (Avro, Protobuf)) else _struct(schema),
+                          topic)
+    require(spark, ("kafka", "avro") if isinstance(schema, Avro) else ("kafka",))
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
     settings = {**_DEFAULTS, **dict(options or {}), "subscribe": topic}

@@ -1,10 +1,7 @@
-"""How ``kafka_topic`` reads Protobuf values (``sparkcast.Protobuf``): Spark's ``from_protobuf``
-with the reader's descriptor set, in the JVM, after Confluent's header when framed.
-
-Spark's ``PERMISSIVE`` mode gives a body that does not parse a struct of nulls, which nothing
-could tell from a message whose fields are all unset. So the reader's message gains a repeated
-field (``DECODED``, ``api/protobuf_descriptors.py``): Spark gives every message it parsed an
-array there (empty: no writer has that field number) and a null exactly when parsing failed.
+"""How ``kafka_topic`` reads Protobuf values (``sparkcast.Protobuf``): Google's protobuf runtime
+parses each body in the Python workers with the reader's message (``protobuf_codec.decoded``, a
+pandas UDF), after Confluent's header when framed; the header and the indexes are checked in the
+JVM. A body that does not parse is a dead letter whose reason ends with the runtime's error.
 Protobuf's wire format has no length or checksum: bytes that happen to parse are read as a
 message, as every Protobuf decoder reads them.
 
@@ -23,10 +20,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sparkcast.api.formats import HEADER_SIZE, connector_missing
+from sparkcast.api.formats import HEADER_SIZE
 from sparkcast.api.protobuf import Protobuf
-from sparkcast.api.protobuf_descriptors import DECODED, shown_indexes
+from sparkcast.api.protobuf_descriptors import shown_indexes
 from sparkcast.sources.confluent_header import header_reasons, other_id, schema_id, unknown_id
+from sparkcast.spark.outputs.protobuf_codec import ERROR, decoded
 
 #: where the message indexes start (1-based, as Spark's ``substring``)
 _INDEXES_AT = HEADER_SIZE + 1
@@ -34,13 +32,13 @@ _INDEXES_AT = HEADER_SIZE + 1
 
 class ProtobufValues:
     """A Protobuf body per value (after Confluent's header and message indexes when
-    ``proto.confluent``), decoded by ``from_protobuf`` with the reader's message; a body that
-    does not parse, or a header or indexes that do not fit, are refused."""
+    ``proto.confluent``), parsed by the protobuf runtime with the reader's message; a body
+    that does not parse, or a header or indexes that do not fit, are refused."""
 
     def __init__(self, proto: Protobuf, topic: str) -> None:
         self._proto = proto
         self._plan = proto.planned(topic)
-        self._descriptors = self._plan.reader.marked(proto.message).data
+        self._descriptors = self._plan.reader.data
 
     def value(self, raw: Column) -> Column:
         return raw
@@ -53,27 +51,20 @@ class ProtobufValues:
         return self._decoded(value.substr(start, F.length(value)))
 
     def _decoded(self, body: Column) -> Column:
-        from pyspark.sql.protobuf.functions import from_protobuf
-
-        try:
-            return from_protobuf(body, self._proto.message, options=self._proto.spark_options(),
-                                 binaryDescriptorSet=self._descriptors)
-        except TypeError as error:
-            if "JavaPackage" in str(error):
-                raise connector_missing("protobuf", error) from error
-            raise
+        return decoded(body, self._proto.message, self._descriptors, self._proto.emit_defaults,
+                       self._proto.enums_as_ints)
 
     def struct(self, frame: DataFrame) -> StructType:
-        decoded = frame.schema["_p"].dataType
-        assert isinstance(decoded, StructType)
-        return StructType([f for f in decoded.fields if f.name != DECODED])
+        parsed = frame.schema["_p"].dataType
+        assert isinstance(parsed, StructType)
+        return StructType([f for f in parsed.fields if f.name != ERROR])
 
     def reasons(self) -> list[tuple[Column, Column]]:
         message = self._proto.message
-        unparsed = F.col("_p").getField(DECODED).isNull()
+        error = F.col("_p").getField(ERROR)
         if not self._proto.confluent:
-            return [(unparsed, F.lit(f"the value does not parse as the Protobuf message "
-                                     f"{message}"))]
+            return [(error.isNotNull(), F.concat(F.lit(f"the value does not parse as the "
+                                                       f"Protobuf message {message}: "), error))]
         found = header_reasons()
         plan = self._plan
         if self._proto.schema_id is not None:
@@ -87,9 +78,9 @@ class ProtobufValues:
         found.append((F.col("_v").substr(F.lit(_INDEXES_AT), F.length(expected)) != expected,
                       F.concat(F.lit("the message indexes "), _record_indexes(),
                                F.lit(f" are not message {message}'s ("), shown, F.lit(")"))))
-        found.append((unparsed, F.concat(
+        found.append((error.isNotNull(), F.concat(
             F.lit(f"the body does not parse as the Protobuf message {message} (schema id "),
-            schema_id().cast("string"), F.lit(")"))))
+            schema_id().cast("string"), F.lit("): "), error)))
         return found
 
     def raw_value(self) -> Column:

@@ -1,6 +1,7 @@
 """How ``kafka_topic`` turns a record's value into columns: JSON (a Spark schema), Avro
 (``sparkcast.Avro``) or Protobuf (``sparkcast.Protobuf``, ``kafka_protobuf.py``), chosen once
-per topic, all in the JVM.
+per topic: JSON and Avro in the JVM, Protobuf by Google's protobuf runtime in the Python
+workers.
 
 Each reader gives the value column as read (``_v``: text for JSON, bytes for Avro), the parsed
 struct (``_p``), the columns it yields, the reasons a present value does not fit (checked in
@@ -35,7 +36,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sparkcast.api.formats import HEADER_SIZE, Avro, connector_missing
+from sparkcast.api.formats import HEADER_SIZE, Avro, spark_avro_missing
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.registry import SchemaRegistry, resolution_problem
 from sparkcast.errors import PipelineError, warn
@@ -186,7 +187,7 @@ class AvroValues:
             return from_avro(body, writer, {"mode": "PERMISSIVE", "avroSchema": self._reader})
         except TypeError as error:
             if "JavaPackage" in str(error):
-                raise connector_missing("avro", error) from error
+                raise spark_avro_missing(error) from error
             raise
 
     def struct(self, frame: DataFrame) -> StructType:

@@ -1,5 +1,5 @@
-"""A connector joins a running classic session at its first use (``kafka_topic``, an Avro or
-Protobuf value), so a session resolves only what its job uses (``packages.py`` says which and when).
+"""A connector joins a running classic session at its first use (``kafka_topic``, an Avro
+value), so a session resolves only what its job uses (``packages.py`` says which and when).
 
 ``require`` adds what ``session()`` allowed (``packages.ON_USE``) and the session lacks, with
 Spark SQL's ``ADD JAR 'ivy://group:artifact:version?transitive=true'``: Spark resolves it in
@@ -28,8 +28,7 @@ from sparkcast.spark.launch.quiet import held
 
 #: a class of each connector, to tell whether the session has it
 PROBES = {"kafka": "org.apache.spark.sql.kafka010.KafkaSourceProvider",
-          "avro": "org.apache.spark.sql.avro.AvroFileFormat",
-          "protobuf": "org.apache.spark.sql.protobuf.ProtobufDataToCatalyst"}
+          "avro": "org.apache.spark.sql.avro.AvroFileFormat"}
 #: dependencies of the connectors that PySpark's own jars folder may ship ({scala}: its Scala)
 SHIPPED = ("org.apache.hadoop:hadoop-client-runtime", "org.apache.hadoop:hadoop-client-api",
            "com.google.code.findbugs:jsr305", "org.slf4j:slf4j-api",

@@ -1,6 +1,6 @@
 """The JVM connectors a pip-installed sparkcast's session gets, by Maven coordinates, and when.
 
-Spark's Kafka source, Avro, Protobuf and Delta are not among PySpark's own jars. A clone after
+Spark's Kafka source, Avro and Delta are not among PySpark's own jars. A clone after
 ``make install`` has them in ``.jars/spark``, which its tests and demos add themselves
 (``jars.with_spark_jars``): ``session()`` leaves a clone's sessions as they are. A
 pip-installed sparkcast has no such folder, so the connectors come by coordinates that match
@@ -9,22 +9,21 @@ then Maven Central; once per machine, then from Ivy's cache):
 
 * ``kafka``: ``org.apache.spark:spark-sql-kafka-0-10_<scala>:<PySpark's version>``;
 * ``avro``: ``org.apache.spark:spark-avro_<scala>:<PySpark's version>``;
-* ``protobuf``: ``org.apache.spark:spark-protobuf_<scala>:<PySpark's version>``;
 * ``delta``: Delta's artifact for the running Spark's minor release (``DELTA``: Delta publishes
   one per Spark minor), with its SQL extension and catalog.
 
-A session resolves only what its job uses. Kafka, Avro and Protobuf join a running session at their
-first use (``kafka_topic``, an Avro or Protobuf sink: ``connectors.require``), so a job that reads
-files only starts with no resolution and needs no network: ``with_connectors`` records in the
-session's settings (``ON_USE``) which connectors a first use may add. Delta cannot join a running
-session (its SQL extension is a static setting), so it is resolved when the JVM starts, as is
-whatever ``session(packages=...)`` declares; a Spark whose connector Maven does not serve (PySpark
-4.3.0 on 2026-11-28), or no network on a first run, then fails the session's start, and a first use
+A session resolves only what its job uses. Kafka and Avro join a running session at their first
+use (``kafka_topic``, an Avro sink: ``connectors.require``), so a job that reads files only
+starts with no resolution and needs no network: ``with_connectors`` records in the session's
+settings (``ON_USE``) which connectors a first use may add. Delta cannot join a running session
+(its SQL extension is a static setting), so it is resolved when the JVM starts, as is whatever
+``session(packages=...)`` declares; a Spark whose connector Maven does not serve (PySpark 4.3.0
+on 2026-11-28), or no network on a first run, then fails the session's start, and a first use
 fails at that use: ``resolution_error`` builds the one line for both.
 
 ``<scala>`` is the Scala of PySpark's own ``scala-library`` jar (``2.13``). The variable
-``SPARKCAST_PACKAGES`` chooses what may be added: ``kafka,avro,protobuf`` when unset, any of
-``kafka,avro,protobuf,delta``, or ``off``. Nothing is added when the session's settings or
+``SPARKCAST_PACKAGES`` chooses what may be added: ``kafka,avro`` when unset, any of
+``kafka,avro,delta``, or ``off``. Nothing is added when the session's settings or
 ``spark-defaults.conf`` name ``spark.jars`` or ``spark.jars.packages`` (the user chose the
 jars), nor under ``spark-submit`` (give ``--packages``), nor to a Spark Connect session (the
 server owns its jars).
@@ -43,11 +42,11 @@ from sparkcast.spark.launch.jars import DELTA_SETTINGS
 
 #: the environment variable that chooses the connectors added by coordinates
 PACKAGES_VARIABLE = "SPARKCAST_PACKAGES"
-CONNECTORS = ("kafka", "avro", "protobuf", "delta")
-DEFAULT = ("kafka", "avro", "protobuf")
+CONNECTORS = ("kafka", "avro", "delta")
+DEFAULT = ("kafka", "avro")
 OFF = "off"
 #: the connectors that can join a running session (Delta's SQL extension is a static setting)
-AT_FIRST_USE = ("kafka", "avro", "protobuf")
+AT_FIRST_USE = ("kafka", "avro")
 #: the session setting in which ``session()`` names the connectors a first use may add
 ON_USE = "spark.sparkcast.connectorsOnUse"
 #: Spark's minor release -> Delta's coordinates ({scala}: PySpark's Scala), as Maven Central
@@ -78,8 +77,7 @@ def chosen(value: str | None = None) -> tuple[str, ...]:
 def coordinates(names: tuple[str, ...], spark_version: str, scala: str) -> list[str]:
     """The Maven coordinates of ``names`` for a PySpark of ``spark_version`` on ``scala``."""
     found = {"kafka": f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark_version}",
-             "avro": f"org.apache.spark:spark-avro_{scala}:{spark_version}",
-             "protobuf": f"org.apache.spark:spark-protobuf_{scala}:{spark_version}"}
+             "avro": f"org.apache.spark:spark-avro_{scala}:{spark_version}"}
     if "delta" in names:
         major, minor_text = spark_version.split(".")[:2]
         minor = (int(major), int(minor_text))
@@ -141,8 +139,7 @@ def resolution_error(added: list[str], settings: Mapping[str, str], *,
     import pyspark
 
     last = ("" if first_use else
-            f", or set {PACKAGES_VARIABLE}={OFF} if the job reads no Kafka, Avro, Protobuf "
-            "or Delta")
+            f", or set {PACKAGES_VARIABLE}={OFF} if the job reads no Kafka, Avro or Delta")
     return MissingDependencyError(
         f"Spark could not resolve {', '.join(missing)} (the connectors sparkcast adds for "
         f"PySpark {pyspark.__version__}; Maven Central may serve none for this Spark, or it "

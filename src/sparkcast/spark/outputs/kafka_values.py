@@ -1,6 +1,6 @@
 """The value ``sinks.kafka`` writes for a row: a JSON object of its columns, an Avro record
-(``schema=Avro(...)``) or a Protobuf message (``schema=Protobuf(...)``), encoded in the JVM
-before the part writers get the rows.
+(``schema=Avro(...)``) or a Protobuf message (``schema=Protobuf(...)``), encoded before the
+part writers get the rows: JSON and Avro in the JVM, Protobuf in the Python workers.
 
 Avro is spark-avro's ``to_avro`` with the given schema, Confluent's header (magic byte, schema
 id) concatenated in front when ``confluent``; the part writers produce the bytes as they are.
@@ -20,10 +20,13 @@ With ``Avro(..., confluent=True, registry=...)`` the header's id is the registry
 driver, once (the registry answers an identical schema with its existing id), and the sink
 writes with that id from then on.
 
-Protobuf is spark-protobuf's ``to_protobuf`` of the message with the descriptors, after
-Confluent's header and the message's indexes when ``confluent``; ``check_value`` refuses a
-column the message has no field for by name, then builds the encoder as for Avro (a type that
-does not convert is refused with Spark's reason). A null column is an unset field. With
+Protobuf is Google's protobuf runtime's encoding of the message with the descriptors
+(``protobuf_codec.encoded``, a pandas UDF), after Confluent's header and the message's indexes
+when ``confluent``; ``check_value`` refuses, on the driver and without a job, a column the
+message has no field for by name, and a column whose type the field does not take
+(``protobuf_codec.misfits``). A null column is an unset field; a value the field cannot hold (an
+enum name it lacks, an integer out of range) fails the batch before any part's transaction
+begins, as Avro's null does. With
 ``registry``, ``Protobuf.written`` registers the message's file (its imports first) or takes
 the subject's latest version, once, when the sink is made.
 
@@ -43,11 +46,12 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from sparkcast.api.formats import Avro, connector_missing
+from sparkcast.api.formats import Avro, spark_avro_missing
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.launch.connectors import require
+from sparkcast.spark.outputs import protobuf_codec
 
 #: Spark's error for a null in a field the Avro schema does not allow null (the encoder exists)
 _NULL_FIELD = "AVRO_CANNOT_WRITE_NULL_FIELD"
@@ -60,24 +64,22 @@ def encoded(row: Column, schema: Avro | Protobuf | None) -> Column:
     Protobuf bytes after Confluent's header when the schema says so."""
     if schema is None:
         return F.to_json(row)
-    try:
-        body = _body(row, schema)
-    except TypeError as error:
-        if "JavaPackage" in str(error):
-            raise connector_missing(schema.connector, error) from error
-        raise
+    if isinstance(schema, Protobuf):
+        body = protobuf_codec.encoded(row, schema.message, schema.descriptor_set().data)
+    else:
+        body = _avro_body(row, schema)
     return F.concat(F.lit(schema.header()), body) if schema.confluent else body
 
 
-def _body(row: Column, schema: Avro | Protobuf) -> Column:
-    if isinstance(schema, Avro):
-        from pyspark.sql.avro.functions import to_avro
+def _avro_body(row: Column, schema: Avro) -> Column:
+    from pyspark.sql.avro.functions import to_avro
 
+    try:
         return to_avro(row, schema.schema)
-    from pyspark.sql.protobuf.functions import to_protobuf
-
-    return to_protobuf(row, schema.message, options=schema.spark_options(),
-                       binaryDescriptorSet=schema.descriptor_set().data)
+    except TypeError as error:
+        if "JavaPackage" in str(error):
+            raise spark_avro_missing(error) from error
+        raise
 
 
 def registered(schema: Avro | Protobuf | None, topic: str) -> Avro | Protobuf | None:
@@ -113,28 +115,37 @@ def check_value(where: str, schema: Avro | Protobuf, output: StructType, spark: 
             _check_fields(schema, output)
     except PipelineError as error:
         raise SinkError(f"{where}: {error}") from error
-    require(spark, (schema.connector,))  # the connector joins a session sparkcast started
+    if isinstance(schema, Avro):
+        _check_avro(where, schema, output, spark)
+
+
+def _check_avro(where: str, avro: Avro, output: StructType, spark: Any) -> None:
+    require(spark, ("avro",))  # spark-avro joins a session sparkcast started at its first use
     nulls = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in output.fields])
     try:
-        spark.range(1).select(encoded(nulls, schema).alias("value")).collect()
+        spark.range(1).select(encoded(nulls, avro).alias("value")).collect()
     except Exception as error:
         if _condition(error) == _NULL_FIELD:
             return  # the encoder was built: every column fits (nulls aside, see above)
-        kind = "Protobuf message" if isinstance(schema, Protobuf) else "Avro schema"
         raise SinkError(f"{where}: the output's columns ({output.simpleString()}) cannot be "
-                        f"written as the {schema.describe()}: {_avro_reason(error)}; make the "
-                        f"{kind}'s fields the output's columns, by name and type") from error
+                        f"written as the {avro.describe()}: {_avro_reason(error)}; make the "
+                        "Avro schema's fields the output's columns, by name and type") from error
 
 
 def _check_fields(proto: Protobuf, output: StructType) -> None:
-    """Refuse output columns the message has no field for (Spark's encoder refuses them only
-    in the first task): each column is written to the field of its name."""
+    """Refuse output columns the message has no field for, and columns of a type their field
+    does not take: each column is written to the field of its name."""
     fields = proto.descriptor_set().fields(proto.message)
     missing = [n for n in output.fieldNames() if n not in fields]
     if missing:
         raise PipelineError(f"columns {missing} are not fields of message {proto.message} "
                             f"(its fields: {', '.join(fields)}): add them to the message, or "
                             "leave them out of the output")
+    wrong = protobuf_codec.misfits(output, proto.message, proto.descriptor_set().data)
+    if wrong:
+        raise PipelineError(f"columns {', '.join(wrong)} cannot be written to message "
+                            f"{proto.message}'s fields: make the output's types the fields' "
+                            "(docs/sinks.md, Protobuf values)")
 
 
 def _condition(error: BaseException) -> str | None:
