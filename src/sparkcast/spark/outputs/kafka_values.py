@@ -25,8 +25,7 @@ Protobuf is Google's protobuf runtime's encoding of the message with the descrip
 when ``confluent``; ``check_value`` refuses, on the driver and without a job, a column the
 message has no field for by name, and a column whose type the field does not take
 (``protobuf_codec.misfits``). A null column is an unset field; a value the field cannot hold (an
-enum name it lacks, an integer out of range) fails the batch before any part's transaction
-begins, as Avro's null does. With
+enum name it lacks, an integer out of range) fails the batch, as Avro's null does. With
 ``registry``, ``Protobuf.written`` registers the message's file (its imports first) or takes
 the subject's latest version, once, when the sink is made.
 

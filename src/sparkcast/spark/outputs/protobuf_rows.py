@@ -164,8 +164,12 @@ def _struct_writer(descriptor: Descriptor, zone: datetime.tzinfo) -> Writer:
 
     def write(message: Any, row: Mapping[str, Any]) -> None:
         for column, value in row.items():
-            if not _missing(value):
+            if _missing(value):
+                continue
+            try:
                 writers[column](message, value)
+            except (ValueError, TypeError) as error:  # the runtime's: out of range, wrong type
+                raise SinkError(f"field {descriptor.full_name}.{column}: {error}") from error
     return write
 
 
