@@ -1,8 +1,9 @@
 """sparkcast's Protobuf codec (``spark/outputs/protobuf_codec.py``) on real local Spark: the Spark
-type of every kind of field, a message with each kind decoded and encoded back to the same
+types of a message's fields, that message decoded and encoded back to the same
 bytes (maps, nested and repeated messages, Timestamp and Duration, uint64, enums by name and by
 number, proto3 zeros with and without ``emit``), the runtime's error for a body that does not
-parse, a recursive message refused, and the sink's check of column types without a job."""
+parse, a recursive message refused, the sink's check of column types without a job, and a
+value its field cannot hold refused naming the field."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcast.api.protobuf_descriptors import DescriptorSet
-from sparkcast.errors import PipelineError
+from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark.outputs.protobuf_codec import (
     ERROR,
     decoded,
@@ -23,7 +24,7 @@ from sparkcast.spark.outputs.protobuf_codec import (
     message_struct,
     misfits,
 )
-from sparkcast.spark.outputs.protobuf_rows import message_class
+from sparkcast.spark.outputs.protobuf_rows import Encoder, message_class
 
 pytestmark = pytest.mark.spark
 
@@ -73,7 +74,7 @@ INNER = T.StructType([T.StructField("big", T.DecimalType(20, 0)),
                       T.StructField("when", T.TimestampType())])
 
 
-def test_each_kind_of_field_has_the_documented_spark_type():
+def test_the_fields_have_the_documented_spark_types():
     assert message_struct("t.All", SET) == T.StructType([
         T.StructField("text", T.StringType()), T.StructField("count", T.LongType()),
         T.StructField("small", T.LongType()), T.StructField("kind", T.StringType()),
@@ -86,7 +87,7 @@ def test_each_kind_of_field_has_the_documented_spark_type():
         message_struct("t.Loop", SET)
 
 
-def test_a_message_of_every_kind_is_decoded_and_encoded_back_to_its_bytes(spark):
+def test_a_message_of_these_kinds_is_decoded_and_encoded_back_to_its_bytes(spark):
     message = message_class("t.All", SET)(
         text="hi", count=-5, small=2 ** 32 - 1, kind=1, tags=["a", "b"], attrs={"x": 1},
         inner={"big": 2 ** 64 - 1}, inners=[{"big": 3}, {}])
@@ -138,3 +139,12 @@ def test_the_sinks_check_names_each_column_its_field_does_not_take():
     assert misfits(wrong, "t.All", SET) == [
         "count (string, for int64)", "tags (string, for a repeated field)",
         "inner.nope (no such field)", "attrs value (string, for int32)"]
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"count": 2 ** 70}, "field t.All.count: Value out of range"),
+    ({"kind": "Z"}, r"field t.All.kind: not a name of enum t.Kind \(its names: A, B\)"),
+    ({"inner": {"big": -1}}, "field t.Inner.big: Value out of range")])
+def test_a_value_its_field_cannot_hold_is_a_sink_error_naming_the_field(row, message):
+    with pytest.raises(SinkError, match=message):
+        Encoder("t.All", SET).body(row)

@@ -4,7 +4,7 @@
 
 A message class is built from the descriptor set's bytes (``descriptor_pool``,
 ``message_factory``), once per process and set: no generated module is imported, and nothing a
-descriptor says chooses a module. The converters are compiled once per message, one function per
+descriptor says chooses a module. The converters are compiled once per batch, one function per
 field, so a record costs the runtime's parse plus one call per field.
 
 Reading follows Spark's ``from_protobuf`` with ``emit.default.values``: a repeated field is a
@@ -12,9 +12,10 @@ list (empty when absent), a map a dict, a field with presence (a message, ``opti
 when unset, any other field its value, its zero when unset unless ``emit`` is off (then None).
 An enum is its value's name (``enums_as_ints``: its number; a number the enum lacks, as open
 proto3 enums allow, reads as its number in text); ``google.protobuf.Timestamp`` is a UTC
-``datetime``, ``google.protobuf.Duration`` a ``timedelta``, uint64 and fixed64 an ``int`` for
-a ``decimal(20,0)``. Writing is the reverse: each column to the field of its name, a null or
-missing column unset.
+``datetime``, ``google.protobuf.Duration`` a ``timedelta``, uint64 and fixed64 a ``Decimal``
+(``decimal(20,0)``). Writing is the reverse: each column to the field of its name, a null or
+missing column unset (a NaN too: pandas gives a null float as NaN); a value the field cannot
+hold is a ``SinkError`` naming the field.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ from sparkcast.errors import SinkError
 TIMESTAMP = "google.protobuf.Timestamp"
 DURATION = "google.protobuf.Duration"
 _UTC = datetime.UTC
-_INTEGERS = (FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64,
-             FieldDescriptor.CPPTYPE_UINT32, FieldDescriptor.CPPTYPE_UINT64)
+#: a scalar column's value as the runtime takes it, by the field's C++ type (text: ``str``)
+_SCALAR_WRITES: dict[int, Callable[[Any], Any]] = {
+    **dict.fromkeys((FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64,
+                     FieldDescriptor.CPPTYPE_UINT32, FieldDescriptor.CPPTYPE_UINT64), int),
+    FieldDescriptor.CPPTYPE_DOUBLE: float, FieldDescriptor.CPPTYPE_FLOAT: float,
+    FieldDescriptor.CPPTYPE_BOOL: bool}
 
 Reader = Callable[[Any], Any]
 Writer = Callable[[Any, Any], None]
@@ -73,7 +78,8 @@ def map_entry(field: FieldDescriptor) -> bool:
 
 class Decoder:
     """Bodies of one message as rows: ``row`` gives the fields' values in the message's field
-    order, then None; a body that does not parse gives Nones, then the runtime's error."""
+    order, then None; a body that does not parse gives Nones, then the runtime's error; a null
+    value (a tombstone) Nones only."""
 
     def __init__(self, name: str, descriptors: bytes, emit: bool = True,
                  enums_as_ints: bool = False) -> None:
@@ -223,11 +229,10 @@ def _value_writer(field: FieldDescriptor, zone: datetime.tzinfo) -> Callable[[An
     if field.type == FieldDescriptor.TYPE_ENUM:
         numbers = {v.name: v.number for v in field.enum_type.values}
         return lambda _, v: int(v) if not isinstance(v, str) else _enum_number(numbers, v, field)
-    if field.cpp_type in _INTEGERS:
-        return lambda _, v: int(v)
+    convert = _SCALAR_WRITES.get(field.cpp_type, str)
     if field.type == FieldDescriptor.TYPE_BYTES:
-        return lambda _, v: bytes(v)
-    return lambda _, v: v.item() if hasattr(v, "item") else v  # numpy's scalars
+        convert = bytes
+    return lambda _, v: convert(v)  # numpy's scalars and decimals as Python's
 
 
 def _enum_number(numbers: Mapping[str, int], name: str, field: FieldDescriptor) -> int:
