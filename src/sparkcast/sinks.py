@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sparkcast.api.formats import Avro
+from sparkcast.api.protobuf import Protobuf
 from sparkcast.spark.outputs.kafka import KafkaSink
 from sparkcast.spark.outputs.kafka_values import registered
 from sparkcast.spark.outputs.targets import DeltaSink, FilesSink, JdbcSink, Sink, TableSink
@@ -59,10 +60,12 @@ def delta(path: str | None = None, *, table: str | None = None,
 def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
           options: Mapping[str, Any] | None = None, parallelism: int | None = None,
           marker_topic: str | None = None,
-          transactional_id_prefix: str | None = None, schema: Avro | None = None,
+          transactional_id_prefix: str | None = None,
+          schema: Avro | Protobuf | None = None,
           headers: str | None = None) -> KafkaSink:
     """Produce each row to ``topic`` as a JSON object of its columns, or with
-    ``schema=Avro(...)`` as an Avro record of them, plain or in Confluent's wire format
+    ``schema=Avro(...)`` as an Avro record of them, or with ``schema=Protobuf(...)`` as a
+    Protobuf message of them, plain or in Confluent's wire format
     (``key``: the column whose text is the record key), exactly once for consumers with
     ``isolation.level=read_committed``:
     every micro-batch is written in ``parallelism`` Kafka transactions (default 4; one per
@@ -80,7 +83,9 @@ def kafka(bootstrap_servers: str, topic: str, *, key: str | None = None,
     value. Another type is refused before the query starts.
 
     ``schema=Avro(..., confluent=True, registry=...)`` registers the schema under the topic's
-    subject here, on the driver, and writes the id the registry gives it.
+    subject here, on the driver, and writes the id the registry gives it; so does a
+    ``Protobuf`` with descriptors (its file, imports first), and one without takes the
+    subject's latest version.
 
     Like Flink's ``KafkaSink`` with ``DeliveryGuarantee.EXACTLY_ONCE``; readers that do not ask
     for ``read_committed`` also see aborted attempts."""

@@ -235,7 +235,7 @@ def test_a_null_in_a_non_null_avro_field_fails_the_batch_naming_the_field(
     assert kafka_broker.read(topic) == []  # no part of the batch was committed
 
 
-def _read_all(spark, frame, tmp_path, name: str) -> list:
+def read_all(spark, frame, tmp_path, name: str) -> list:
     """Every record of the topic as ``kafka_topic`` gives it (one availableNow query)."""
     table = f"avro_{name}_{uuid.uuid4().hex[:8]}"
     frame.writeStream.format("memory").queryName(table).option(
@@ -286,8 +286,8 @@ def test_records_decode_by_their_writer_schemas_id_resolved_to_the_reader_schema
             ("late", serialized(LATE, {"id": 1003, "scaled": 3.0, "note": None})),
             ("after", serialized(NEW, {"id": 1004, "scaled": 4.5, "source": "y"}))])
         planned.explain(extended=True)
-        rows = _read_all(spark, planned, tmp_path, "planned")
-        replanned = _read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+        rows = read_all(spark, planned, tmp_path, "planned")
+        replanned = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
                                                  key="key", metadata=["offset"]),
                               tmp_path, "replanned")
 

@@ -21,6 +21,7 @@ from sparkcast.api.keyed_functions import KeyedCoProcessFunction, KeyedProcessFu
 from sparkcast.api.metrics import Counter, Distribution, Histogram, Meter, MetricGroup
 from sparkcast.api.options import HOLD_OVERFLOW, ProcessOptions, ReadyCondition
 from sparkcast.api.output_tag import OutputTag
+from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.pyflink_types import Types
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.api.row import Row
@@ -64,6 +65,7 @@ __all__ = [
     "MetricGroup",
     "OutputTag",
     "ProcessOptions",
+    "Protobuf",
     "ReadOnlyBroadcastState",
     "ReadyCondition",
     "ReduceFunction",

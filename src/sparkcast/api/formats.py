@@ -71,13 +71,13 @@ class Avro:
                                 "Confluent wire format's header: pass confluent=True with "
                                 "them, or leave them out for plain Avro")
         if self.schema_id is not None:
-            _check_id(self.schema_id, "schema_id")
+            check_id(self.schema_id, "schema_id")
             if self.writer_schemas or self.registry is not None:
                 raise PipelineError("schema_id is the one id every record carries; with "
                                     "writer_schemas or a registry each id names its own "
                                     "schema: give one or the other")
         for schema_id, writer in (self.writer_schemas or {}).items():
-            _check_id(schema_id, "a writer_schemas id")
+            check_id(schema_id, "a writer_schemas id")
             if not isinstance(writer, str):
                 raise PipelineError(f"writer_schemas[{schema_id}]: the schema as JSON text, "
                                     f"not {type(writer).__name__} (json.dumps a dict)")
@@ -124,7 +124,7 @@ class Avro:
             raise PipelineError("writing the Confluent wire format needs the schema's registry "
                                 "id: Avro(schema, confluent=True, schema_id=<id>), or "
                                 "registry=<url> to have it registered")
-        return bytes([MAGIC_BYTE]) + self.schema_id.to_bytes(4, "big")
+        return confluent_header(self.schema_id)
 
     def describe(self) -> str:
         """The record and its framing, for messages and dead letters (never credentials)."""
@@ -140,7 +140,14 @@ class Avro:
         return f"Confluent-framed Avro record {name} ({which})"
 
 
-def _check_id(schema_id: Any, what: str) -> None:
+def confluent_header(schema_id: int) -> bytes:
+    """Confluent's header for ``schema_id``: the magic byte, then the id in 4 bytes big-endian
+    (Protobuf's message indexes follow it, ``api/protobuf.py``)."""
+    return bytes([MAGIC_BYTE]) + schema_id.to_bytes(4, "big")
+
+
+def check_id(schema_id: Any, what: str) -> None:
+    """Refuse what is not a registry id, naming ``what`` was given."""
     if (isinstance(schema_id, bool) or not isinstance(schema_id, int)
             or not 0 <= schema_id < 2 ** 31):
         raise PipelineError(f"{what} must be a registry id (an int from 0 to 2**31 - 1), not "

@@ -17,7 +17,7 @@ imported only when used, with an error naming the extra.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,22 +60,43 @@ class SchemaRegistry:
 
     def versions(self, subject: str) -> dict[int, str]:
         """Every version of ``subject`` as ``{schema id: schema JSON}`` (Avro ones only)."""
+        return {i: s.schema_str for i, s in self.schemas(subject, "AVRO").items()}
+
+    def schemas(self, subject: str, schema_type: str) -> dict[int, Any]:
+        """Every version of ``subject`` of ``schema_type`` (``AVRO``, ``PROTOBUF``) as
+        ``{schema id: Confluent's Schema}``; Protobuf ones in the registry's ``serialized``
+        format (a base64 ``FileDescriptorProto``, what Confluent's deserializer asks for)."""
         client = self._client()
-        found: dict[int, str] = {}
+        fmt = "serialized" if schema_type == "PROTOBUF" else None
+        found: dict[int, Any] = {}
         with _worded(self, f"reading subject {subject!r}"):
             for version in client.get_versions(subject):
-                registered = client.get_version(subject, version)
-                if (registered.schema.schema_type or "AVRO") == "AVRO":
-                    found[registered.schema_id] = registered.schema.schema_str
+                registered = client.get_version(subject, version, fmt=fmt)
+                if (registered.schema.schema_type or "AVRO") == schema_type:
+                    found[registered.schema_id] = registered.schema
         return found
 
-    def register(self, subject: str, schema: str) -> int:
-        """The id of ``schema`` under ``subject``, registered if new (the registry gives an
-        identical schema's existing id, as Confluent's serializers rely on)."""
-        from confluent_kafka.schema_registry import Schema
+    def referenced(self, subject: str, version: int) -> Any:
+        """The schema a reference names (``subject``, ``version``), Protobuf ones serialized."""
+        with _worded(self, f"reading version {version} of subject {subject!r}"):
+            return self._client().get_version(subject, version, fmt="serialized").schema
 
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO",
+                 references: Sequence[tuple[str, str, int]] = ()) -> int:
+        """The id of ``schema`` under ``subject``, registered if new (the registry gives an
+        identical schema's existing id, as Confluent's serializers rely on); ``references``:
+        ``(name, subject, version)`` of the schemas it imports."""
         with _worded(self, f"registering the schema under subject {subject!r}"):
-            return int(self._client().register_schema(subject, Schema(schema, "AVRO")))
+            return int(self._client().register_schema(
+                subject, _schema(schema, schema_type, references)))
+
+    def version_of(self, subject: str, schema: str, schema_type: str,
+                   references: Sequence[tuple[str, str, int]] = ()) -> int:
+        """The version of ``schema`` under ``subject`` (a reference to it names the version)."""
+        with _worded(self, f"looking the schema up under subject {subject!r}"):
+            found = self._client().lookup_schema(subject,
+                                                 _schema(schema, schema_type, references))
+            return int(found.version)
 
     def _client(self) -> Any:
         try:
@@ -93,6 +114,13 @@ class SchemaRegistry:
         parts = urlsplit(self.url)
         found = [self.password, parts.password, parts.username and parts.netloc.split("@")[0]]
         return [s for s in found if s]
+
+
+def _schema(schema: str, schema_type: str, references: Sequence[tuple[str, str, int]]) -> Any:
+    """Confluent's ``Schema`` of ``schema`` with its references."""
+    from confluent_kafka.schema_registry import Schema, SchemaReference
+
+    return Schema(schema, schema_type, [SchemaReference(n, s, v) for n, s, v in references])
 
 
 @contextmanager

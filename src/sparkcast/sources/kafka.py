@@ -1,18 +1,20 @@
-"""``kafka_topic``: a Kafka topic as a streaming DataFrame of its JSON or Avro values, by Spark's
-own Kafka source (PyFlink: ``KafkaSource`` with a JSON or Avro deserialization schema).
+"""``kafka_topic``: a Kafka topic as a streaming DataFrame of its JSON, Avro or Protobuf values,
+by Spark's own Kafka source (PyFlink: ``KafkaSource`` with a JSON, Avro or Protobuf
+deserialization schema).
 
-The value of each record is parsed in the JVM (``from_json`` for JSON, ``from_avro`` for an
-``Avro``, permissive, no Python on the hot path; ``kafka_values.py``) into the schema's
-columns. A record that does not fit never reaches the function and never stops the stream: it
-keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partition, offset,
-reason, key and raw value, which sparkcast's malformed-input route
+The value of each record is parsed into the schema's columns in the JVM (``from_json`` for
+JSON, ``from_avro`` for an ``Avro``, permissive, no Python on the hot path), or for a
+``Protobuf`` by Google's protobuf runtime in the Python workers (``kafka_protobuf.py``); see
+``kafka_values.py``. A record that does not fit never reaches the function and never stops the
+stream: it keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partition,
+offset, reason, key and raw value, which sparkcast's malformed-input route
 (``spark/planning/corrupt.py``) turns into a dead letter, on either side.
 
 Spark's Kafka connector (and spark-avro for an ``Avro``) must be in the session: a session
 ``session()`` started gets them here, at their first use (``spark/launch/connectors.py``), and
 one Spark cannot resolve is refused here with one line; a session without them that sparkcast
 may not extend (``spark-submit``, ``SPARKCAST_PACKAGES=off``, a Connect server's) is refused
-with the connector's coordinates.
+with the connector's coordinates. Protobuf needs no connector.
 
 Records of aborted transactions are never read (``read_committed``, as Kafka Streams reads
 with exactly-once on). A new checkpoint starts from ``earliest`` (as Flink's ``KafkaSource``
@@ -42,6 +44,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkcast.api.formats import Avro
+from sparkcast.api.protobuf import Protobuf
 from sparkcast.errors import MissingDependencyError, PipelineError
 from sparkcast.sources.kafka_offsets import commit_to_group
 from sparkcast.sources.kafka_values import ValueReader, value_reader
@@ -63,7 +66,7 @@ _DEFAULTS = {"startingOffsets": "earliest", "kafka.isolation.level": "read_commi
 
 
 def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
-                schema: str | StructType | Avro, *, key: str | None = None,
+                schema: str | StructType | Avro | Protobuf, *, key: str | None = None,
                 tombstone: str | None = None, metadata: Iterable[str] = (),
                 options: Mapping[str, str] | None = None, commit_offsets: bool = False,
                 group_id: str | None = None) -> DataFrame:
@@ -71,7 +74,8 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     (``schema`` a DDL string or ``StructType``), or decoded from Avro ones (``schema`` an
     ``Avro``: its record's fields are the columns; plain or Confluent-framed; with a registry
     or writer schemas, each record by the writer schema its id names, whose versions are
-    fetched here, once).
+    fetched here, once), or from Protobuf ones (``schema`` a ``Protobuf``: its message's fields
+    are the columns; plain or Confluent-framed, the ids from a registry fetched here, once).
 
     ``key`` names a string column that holds the record's key (UTF-8); a schema field of that
     name is filled from the key, which identifies the record in Kafka (compaction keeps the
@@ -99,7 +103,8 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     if group_id is not None and not commit_offsets:
         raise PipelineError("group_id names the group commit_offsets=True commits to: pass "
                             "commit_offsets=True, or leave group_id out")
-    values = value_reader(schema if isinstance(schema, Avro) else _struct(schema), topic)
+    values = value_reader(schema if isinstance(schema, (Avro, Protobuf)) else _struct(schema),
+                          topic)
     require(spark, ("kafka", "avro") if isinstance(schema, Avro) else ("kafka",))
     reader = spark.readStream.format("kafka").option("kafka.bootstrap.servers",
                                                      bootstrap_servers)
@@ -144,8 +149,8 @@ def _struct(schema: str | StructType) -> StructType:
 
     struct = _parse_datatype_string(schema) if isinstance(schema, str) else schema
     if not isinstance(struct, StructType):
-        raise PipelineError(f"schema must be a struct (DDL or StructType) or an Avro, not "
-                            f"{schema!r}")
+        raise PipelineError(f"schema must be a struct (DDL or StructType), an Avro or a "
+                            f"Protobuf, not {schema!r}")
     return struct
 
 

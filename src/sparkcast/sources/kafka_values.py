@@ -1,10 +1,13 @@
-"""How ``kafka_topic`` turns a record's value into columns: JSON (a Spark schema) or Avro
-(``sparkcast.Avro``), chosen once per topic, both in the JVM.
+"""How ``kafka_topic`` turns a record's value into columns: JSON (a Spark schema), Avro
+(``sparkcast.Avro``) or Protobuf (``sparkcast.Protobuf``, ``kafka_protobuf.py``), chosen once
+per topic: JSON and Avro in the JVM, Protobuf by Google's protobuf runtime in the Python
+workers.
 
 Each reader gives the value column as read (``_v``: text for JSON, bytes for Avro), the parsed
 struct (``_p``), the columns it yields, the reasons a present value does not fit (checked in
 order, the first that applies is the dead letter's reason) and the raw value a dead letter
-carries (JSON: ``value``, the text; Avro: ``value_base64``, the bytes in base64).
+carries (JSON: ``value``, the text; Avro and Protobuf: ``value_base64``, the bytes in base64).
+Confluent's header is read by ``confluent_header.py`` for both framed formats.
 
 Avro: Spark's ``from_avro`` in ``PERMISSIVE`` mode gives a malformed body a struct of nulls,
 which nothing could tell from a record of null fields. So the body is read with a reader schema
@@ -33,9 +36,12 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from sparkcast.api.formats import HEADER_SIZE, MAGIC_BYTE, Avro, spark_avro_missing
+from sparkcast.api.formats import HEADER_SIZE, Avro, spark_avro_missing
+from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.registry import SchemaRegistry, resolution_problem
 from sparkcast.errors import PipelineError, warn
+from sparkcast.sources.confluent_header import header_reasons, other_id, schema_id, unknown_id
+from sparkcast.sources.kafka_protobuf import ProtobufValues
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 #: the field the Avro reader schema adds, true in every record that decoded
@@ -100,31 +106,26 @@ class WriterSchemas:
         #: id → writer schema, for the ids whose schema resolves; id → Avro's reason otherwise
         self.resolving: dict[int, str] = {}
         self.refused: dict[int, str] = {}
-        for schema_id, writer in sorted(gathered.items()):
+        for known, writer in sorted(gathered.items()):
             problem = resolution_problem(avro.schema, writer)
             if problem is None:
-                self.resolving[schema_id] = writer
+                self.resolving[known] = writer
             else:
-                self.refused[schema_id] = problem
-                warn(f"kafka_topic {topic!r}: writer schema id {schema_id} does not resolve to "
+                self.refused[known] = problem
+                warn(f"kafka_topic {topic!r}: writer schema id {known} does not resolve to "
                      f"the reader schema {avro.parsed['name']} ({problem}); its records "
                      "become dead letters")
 
     def reasons(self, record: str) -> list[tuple[Column, Column]]:
         """Why a record of Avro record ``record`` does not decode, in order: its id's schema
         does not resolve, the id is unknown to the plan, the body does not decode."""
-        schema_id = _schema_id().cast("string")
-        found = [(_schema_id() == F.lit(refused), F.lit(
+        found = [(schema_id() == F.lit(refused), F.lit(
             f"schema id {refused} does not resolve to the reader schema {record}: {problem}"))
             for refused, problem in self.refused.items()]
-        known = sorted([*self.resolving, *self.refused])
-        where = (f": not among the writer schemas of {self._source} when the query started "
-                 f"(ids {', '.join(map(str, known)) or 'none'}); a schema registered since is "
-                 "read after a restart")
-        found.append((~_schema_id().isin(known) if known else F.lit(True),
-                      F.concat(F.lit("schema id "), schema_id, F.lit(where))))
+        found.append(unknown_id([*self.resolving, *self.refused],
+                                f"writer schemas of {self._source}"))
         found.append((F.col("_p").getField(DECODED).isNull(), F.concat(
-            F.lit("the value does not decode with writer schema id "), schema_id,
+            F.lit("the value does not decode with writer schema id "), schema_id().cast("string"),
             F.lit(f" (read as the Avro record {record})"))))
         return found
 
@@ -170,7 +171,7 @@ class AvroValues:
             else value
         if self._writers is None:
             return self._decoded(body, self._avro.schema)
-        branches = [(_schema_id() == F.lit(i), self._decoded(body, w))
+        branches = [(schema_id() == F.lit(i), self._decoded(body, w))
                     for i, w in self._writers.resolving.items()]
         if not branches:  # no id resolves: every record is a dead letter (struct of nulls)
             return F.when(F.lit(False), self._decoded(body, self._avro.schema))
@@ -195,41 +196,24 @@ class AvroValues:
         return StructType([f for f in decoded.fields if f.name != DECODED])
 
     def reasons(self) -> list[tuple[Column, Column]]:
-        found = self._header_reasons() if self._avro.confluent else []
+        found = header_reasons() if self._avro.confluent else []
         if self._writers is not None:
             return [*found, *self._writers.reasons(self._avro.parsed["name"])]
         if self._avro.schema_id is not None:
-            found.append((_schema_id() != F.lit(self._avro.schema_id),
-                          F.concat(F.lit("schema id "), _schema_id().cast("string"),
-                                   F.lit(f", expected {self._avro.schema_id}"))))
+            found.append(other_id(self._avro.schema_id))
         found.append((F.col("_p").getField(DECODED).isNull(),
                       F.lit(f"the value does not decode as the {self._avro.describe()}")))
         return found
-
-    def _header_reasons(self) -> list[tuple[Column, Column]]:
-        """A value too short for Confluent's header, or without its magic byte."""
-        value = F.col("_v")
-        magic = F.hex(F.substring(value, 1, 1))
-        return [
-            (F.length(value) < HEADER_SIZE,
-             F.concat(F.lit("the value has "), F.length(value).cast("string"),
-                      F.lit(f" bytes, fewer than the Confluent wire format's {HEADER_SIZE}-"
-                            "byte header"))),
-            (magic != F.lit(f"{MAGIC_BYTE:02X}"),
-             F.concat(F.lit("the first byte is 0x"), magic,
-                      F.lit(f", not the Confluent wire format's magic byte "
-                            f"0x{MAGIC_BYTE:02X}")))]
 
     def raw_value(self) -> Column:
         return F.base64(F.col("_v")).alias("value_base64")
 
 
-def _schema_id() -> Column:
-    """The Confluent header's schema id (bytes 2..5, big-endian) of the value ``_v``."""
-    return F.conv(F.hex(F.substring(F.col("_v"), 2, 4)), 16, 10).cast("long")
-
-
-def value_reader(schema: StructType | Avro, topic: str) -> ValueReader:
-    """The reader for ``schema`` of ``topic``'s values: Avro for an ``Avro``, JSON for a Spark
-    struct."""
-    return AvroValues(schema, topic) if isinstance(schema, Avro) else JsonValues(schema)
+def value_reader(schema: StructType | Avro | Protobuf, topic: str) -> ValueReader:
+    """The reader for ``schema`` of ``topic``'s values: Avro for an ``Avro``, Protobuf for a
+    ``Protobuf`` (``kafka_protobuf.py``), JSON for a Spark struct."""
+    if isinstance(schema, Avro):
+        return AvroValues(schema, topic)
+    if isinstance(schema, Protobuf):
+        return ProtobufValues(schema, topic)
+    return JsonValues(schema)

@@ -5,14 +5,18 @@ far as Confluent's serializers and sparkcast use it, served on loopback from mem
 ...     first = registry.register("rules-value", RULE_V1)        # or over HTTP, as clients do
 ...     Avro(RULE, confluent=True, registry=SchemaRegistry(registry.url, "app", "secret"))
 
-It is a minimal stand-in, not Confluent's server (which is not on PyPI or Maven Central):
+It is a minimal stand-in, not Confluent's server (which is not on PyPI or Maven Central), for
+Avro and Protobuf schemas (``schemaType``, ``references``):
 ``POST /subjects/{subject}/versions`` (register: an identical schema keeps its id, across
 subjects too), ``POST /subjects/{subject}`` (look a schema up), ``GET /subjects``,
 ``GET /subjects/{subject}/versions``, ``GET /subjects/{subject}/versions/{version|latest}``
 and ``GET /schemas/ids/{id}``, with the registry's JSON error bodies (``error_code``,
 ``message``) and, when given credentials, HTTP basic auth (401 otherwise). It checks no
 compatibility between versions (Confluent's default, ``BACKWARD``, would refuse some
-registrations this one takes), keeps no references and forgets everything when it stops.
+registrations this one takes), converts no schema between formats (a Protobuf schema is
+answered as it was registered, whatever ``?format=`` asks: Confluent's clients register the
+``serialized`` form, a base64 ``FileDescriptorProto``; ``.proto`` text is not parsed) and forgets
+everything when it stops.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class LocalSchemaRegistry:
         self._auth = (None if username is None else
                       "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode())
         self._lock = threading.Lock()
-        self._schemas: list[str] = []  # id - 1 → schema text
+        self._schemas: list[dict[str, Any]] = []  # id - 1 → schema, schemaType, references
         self._subjects: dict[str, list[int]] = {}  # subject → ids, by version
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -60,22 +64,23 @@ class LocalSchemaRegistry:
                  trace: TracebackType | None) -> None:
         self.stop()
 
-    def register(self, subject: str, schema: str) -> int:
-        """The id of ``schema`` under ``subject``, a new version if the subject lacks it."""
+    def register(self, subject: str, schema: str, schema_type: str = "AVRO",
+                 references: list[dict[str, Any]] | None = None) -> int:
+        """The id of ``schema`` under ``subject``, a new version if the subject lacks it
+        (``references``: the registry's ``{"name", "subject", "version"}`` of its imports)."""
+        entry = {"schema": schema, "schemaType": schema_type, "references": references or []}
         with self._lock:
-            schema_id = self._id_of(schema)
+            schema_id = self._id_of(entry)
             if schema_id is None:
-                self._schemas.append(schema)
+                self._schemas.append(entry)
                 schema_id = len(self._schemas)
             versions = self._subjects.setdefault(subject, [])
             if schema_id not in versions:
                 versions.append(schema_id)
             return schema_id
 
-    def _id_of(self, schema: str) -> int | None:
-        wanted = json.loads(schema)
-        return next((i + 1 for i, s in enumerate(self._schemas) if json.loads(s) == wanted),
-                    None)
+    def _id_of(self, entry: dict[str, Any]) -> int | None:
+        return next((i + 1 for i, s in enumerate(self._schemas) if _same(s, entry)), None)
 
     def answer(self, method: str, path: str, body: Any, authorization: str | None
                ) -> tuple[int, Any]:
@@ -94,12 +99,15 @@ class LocalSchemaRegistry:
         return 404, _error(404, f"no such resource: {method} /{'/'.join(parts)}")
 
     def _post(self, parts: list[str], body: Any) -> tuple[int, Any]:
-        subject, schema = parts[1], body["schema"]
-        json.loads(schema)  # a ValueError: not JSON (an Avro schema is)
+        subject = parts[1]
+        entry = {"schema": body["schema"], "schemaType": body.get("schemaType") or "AVRO",
+                 "references": body.get("references") or []}
+        if entry["schemaType"] == "AVRO":
+            json.loads(entry["schema"])  # a ValueError: not JSON (an Avro schema is)
         if len(parts) == 3 and parts[2] == "versions":
-            return 200, {"id": self.register(subject, schema)}
+            return 200, {"id": self.register(subject, **_arguments(entry))}
         with self._lock:
-            schema_id = self._id_of(schema)
+            schema_id = self._id_of(entry)
             versions = self._subjects.get(subject)
         if versions is None:
             return 404, _error(40401, f"Subject '{subject}' not found.")
@@ -115,7 +123,7 @@ class LocalSchemaRegistry:
                 schema_id = int(parts[2])
                 if not 0 < schema_id <= len(self._schemas):
                     return 404, _error(40403, f"Schema {schema_id} not found")
-                return 200, {"schema": self._schemas[schema_id - 1]}
+                return 200, _shown(self._schemas[schema_id - 1])
             if parts[0] == "subjects" and len(parts) >= 3 and parts[2] == "versions":
                 versions = self._subjects.get(parts[1])
                 if versions is None:
@@ -131,7 +139,31 @@ class LocalSchemaRegistry:
     def _version(self, subject: str, version: int) -> dict[str, Any]:
         schema_id = self._subjects[subject][version - 1]
         return {"subject": subject, "version": version, "id": schema_id,
-                "schema": self._schemas[schema_id - 1]}
+                **_shown(self._schemas[schema_id - 1])}
+
+
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two registrations are one schema (Avro's compared as JSON, others as text)."""
+    if (one["schemaType"], one["references"]) != (other["schemaType"], other["references"]):
+        return False
+    if one["schemaType"] == "AVRO":
+        return bool(json.loads(one["schema"]) == json.loads(other["schema"]))
+    return bool(one["schema"] == other["schema"])
+
+
+def _shown(entry: dict[str, Any]) -> dict[str, Any]:
+    """A schema as the registry answers it: no ``schemaType`` for Avro, no empty references."""
+    shown = {"schema": entry["schema"]}
+    if entry["schemaType"] != "AVRO":
+        shown["schemaType"] = entry["schemaType"]
+    if entry["references"]:
+        shown["references"] = entry["references"]
+    return shown
+
+
+def _arguments(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"schema": entry["schema"], "schema_type": entry["schemaType"],
+            "references": entry["references"]}
 
 
 def _error(code: int, message: str) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkcast.api.formats import Avro
+from sparkcast.api.protobuf import Protobuf
 from sparkcast.errors import SinkError
 from sparkcast.spark.outputs.kafka_markers import MarkerTopics, ensure_topic
 from sparkcast.spark.outputs.kafka_transactions import (
@@ -53,8 +54,8 @@ from sparkcast.spark.outputs.kafka_transactions import (
     read_markers,
 )
 from sparkcast.spark.outputs.kafka_values import (
-    check_avro,
     check_headers,
+    check_value,
     encoded,
     header_records,
 )
@@ -68,7 +69,8 @@ DEFAULT_PARTS = 4
 @dataclass(frozen=True)
 class KafkaSink:
     """``kafka(bootstrap_servers, topic, key=..., options=...)``: each output row a JSON object
-    of its columns, or with ``schema=Avro(...)`` an Avro record (``key``: a column whose text is
+    of its columns, or with ``schema=Avro(...)``/``Protobuf(...)`` an Avro record or a
+    Protobuf message (``key``: a column whose text is
     the record key; ``headers``: a map column that becomes the record's headers); exactly once
     for ``read_committed`` consumers."""
 
@@ -79,7 +81,7 @@ class KafkaSink:
     parallelism: int | None = None  # None: DEFAULT_PARTS where the driver splits the rows
     marker_topic: str | None = None  # None: the query's own (kafka_markers.py)
     transactional_id_prefix: str | None = None
-    schema: Avro | None = None
+    schema: Avro | Protobuf | None = None
     headers: str | None = None  # a map column, left out of the value (kafka_values.py)
 
     def describe(self) -> str:  # never the options: they may hold credentials
@@ -95,9 +97,9 @@ class KafkaSink:
         return DEFAULT_PARTS if self.parallelism is None else self.parallelism
 
     def check(self, output: str, schema: StructType, spark: Any) -> None:
-        """The key column exists, an Avro schema takes the output's columns, the topic exists
-        (the marker topic is made, if missing, at the first batch: a query's own is named by
-        its id)."""
+        """The key column exists, an Avro or Protobuf schema takes the output's columns, the
+        topic exists (the marker topic is made, if missing, at the first batch: a query's own
+        is named by its id)."""
         where = f"output {output!r}, sink {self.describe()}"
         if self.key is not None and self.key not in schema.fieldNames():
             raise SinkError(f"{where}: key column {self.key!r} is not a column of the output "
@@ -108,7 +110,7 @@ class KafkaSink:
             check_headers(where, self.headers, schema, self.key)
             schema = StructType([f for f in schema.fields if f.name != self.headers])
         if self.schema is not None:
-            check_avro(where, self.schema, schema, spark)
+            check_value(where, self.schema, schema, spark)
         topics = self._topics(where)
         if self.topic not in topics:
             raise SinkError(f"{where}: topic {self.topic!r} does not exist; create it (e.g. "
@@ -238,8 +240,8 @@ class KafkaWriter:
 
 
 def _records(frame: DataFrame, sink: KafkaSink) -> DataFrame:
-    """Key as text, value as JSON text or Avro bytes (of every column but the headers), the
-    headers, the part's hash input, and the order the rows were emitted in."""
+    """Key as text, value as JSON text or Avro or Protobuf bytes (of every column but the
+    headers), the headers, the part's hash input, and the order the rows were emitted in."""
     value = encoded(F.struct(*[F.col(f"`{n}`") for n in frame.columns if n != sink.headers]),
                     sink.schema)
     key = sink.key
