@@ -289,7 +289,7 @@ class KafkaBroker:
 
         consumer = Consumer(self.client_config(
             **{"group.id": f"sparkcast-read-{uuid.uuid4()}", "enable.auto.commit": False,
-               "enable.partition.eof": True,
+               "enable.partition.eof": True, "fetch.wait.max.ms": 10,  # the end, at once
                "isolation.level": "read_committed" if committed else "read_uncommitted"}))
         try:
             partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions

@@ -59,6 +59,10 @@ PRODUCER_DEFAULTS = {"linger.ms": 5, "transaction.timeout.ms": 60000,
 #: librdkafka's own log lines (a broker that went away, retries) go to Python's logging here,
 #: not to the worker's stderr; its errors surface as exceptions where they matter
 LOG = logging.getLogger("sparkcast.kafka")
+#: a marker read ends at each partition's end, which librdkafka reports only after a fetch
+#: finds nothing more; the broker holds such a fetch for ``fetch.wait.max.ms`` (500 ms by
+#: default, so ~0.5 s per read) before it answers: the markers are a few records, so it is 10 ms
+MARKER_FETCH_WAIT_MS = 10
 #: records per ``produce_batch`` call
 PRODUCE_CHUNK = 10_000
 #: a marker's ``by``: the driver split the rows into parts by their key's hash (markers
@@ -126,6 +130,7 @@ def read_markers(settings: dict[str, Any], topic: str, committed: bool = True,
     consumer = kafka.Consumer({**settings, "group.id": f"sparkcast-markers-{uuid.uuid4()}",
                                "isolation.level": isolation,
                                "enable.auto.commit": False, "enable.partition.eof": True,
+                               "fetch.wait.max.ms": MARKER_FETCH_WAIT_MS,
                                "auto.offset.reset": "earliest"})
     try:
         found = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
