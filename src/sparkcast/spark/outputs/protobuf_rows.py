@@ -83,8 +83,8 @@ class Decoder:
 
     def __init__(self, name: str, descriptors: bytes, emit: bool = True,
                  enums_as_ints: bool = False) -> None:
-        self._parse = message_class(name, descriptors).FromString
-        fields = message_class(name, descriptors).DESCRIPTOR.fields
+        made = message_class(name, descriptors)
+        self._parse, fields = made.FromString, made.DESCRIPTOR.fields
         self._readers = [_field_reader(f, emit, enums_as_ints) for f in fields]
         self._failed = (None,) * len(fields)
 
