@@ -2,7 +2,8 @@
 ``planning/frames.py``): the one ``foreachBatch`` driver (``batch_driver.py``) and its consumers
 (``file_writer.py`` for ``write_stream(path)``, ``batch_outputs.py`` for ``foreach_batch`` and
 the sinks of ``targets.py``, which skip an output the batch's counts show empty; Kafka's
-transactions in ``kafka.py``, its marker topics in ``kafka_markers.py``; the consumer whose
-pattern tasks write Kafka and files themselves, ``sinks_in_tasks.py``, with its task side,
-``task_sinks.py``), the typed outputs (``typed.py``), ``write_stream(path)``'s start
+transactions in ``kafka.py``, its marker topics in ``kafka_markers.py``, its record values in
+``kafka_values.py``, Protobuf's by ``protobuf_codec.py`` and ``protobuf_rows.py``; the consumer
+whose pattern tasks write Kafka and files themselves, ``sinks_in_tasks.py``, with its task
+side, ``task_sinks.py``), the typed outputs (``typed.py``), ``write_stream(path)``'s start
 (``sinks.py``) and its files (``files.py``)."""
