@@ -4,14 +4,22 @@ what it wrote with the harness over the same input: nothing lost, nothing twice,
 and the same dead letters.
 
 The pipeline (``fault_pipeline.py``) runs in its own process group, so SIGKILL takes the driver,
-its JVM and its Python workers at once, as a crash of the machine would. The moments are read
-from the checkpoint: a micro-batch whose offsets are logged but that neither the sink
-(``_spark_metadata``) nor the checkpoint (``commits``) has committed is in flight; one that the
-sink has committed but the checkpoint has not is between the two commits. Each kill is checked
-where it landed: once the process is dead its checkpoint cannot move, so the test fails unless
-it still shows the moment the kill is named for. Both runtime paths that keep state across
-micro-batches run it: the stateful operator (Spark's file sink) and the streamed-broadcast path
-(``foreachBatch`` with its own commits in the same ``_spark_metadata`` log).
+its JVM and its Python workers at once, as a crash of the machine would. Every runtime path that
+keeps state across micro-batches runs in each killed process, side by side, each query on its
+own inputs and checkpoint: the stateful operator (Spark's file sink), the streamed-broadcast path
+and the partitioned path (``foreachBatch`` with its own commits in the same ``_spark_metadata``
+log). So one process carries the three paths to each moment: 3 JVMs, where one per path and
+moment made 9, and every path still meets every moment. The queries hold themselves at the
+moment (``holds.py``, the first run only) and the test sleeps until every hold is claimed (a
+file event). The operator path's sink commit is in the JVM, where no hook reaches: for "between
+the two commits" it holds before batch 2 until the others are held, then goes on, and the test
+kills on the file event of its sink's log, within the 40-80 ms before Spark's checkpoint commit.
+
+The moments are read from the checkpoint: a micro-batch whose offsets are logged but that neither
+the sink (``_spark_metadata``) nor the checkpoint (``commits``) has committed is in flight; one
+that the sink has committed but the checkpoint has not is between the two commits. Each kill is
+checked where it landed: once the process is dead its checkpoint cannot move, so the test fails
+unless every query still shows the moment the kill is named for.
 """
 
 from __future__ import annotations
@@ -20,7 +28,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,9 +37,11 @@ import pytest
 
 from sparkcast.spark import read_output
 from tests.spark import fault_pipeline as pipeline
-from tests.spark.differential import write_batch_file
+from tests.spark.holds import FileEvents, arm, disarm, reached
 
 ROOT = Path(__file__).resolve().parents[2]
+PATHS = pipeline.PATHS
+OPERATOR = "operator"
 
 
 def _logged(directory: Path) -> set[int]:
@@ -55,99 +64,121 @@ def _between_commits(base: Path, batch: int) -> bool:
 
 @dataclass(frozen=True)
 class Moment:
-    """Where in a micro-batch's life a kill lands: ``holds`` reads it from the checkpoint and
-    the sink's log; the kill is sent ``delay`` seconds after it first holds."""
+    """Where in a micro-batch's life a kill lands: ``holds`` reads it from a query's checkpoint
+    and sink log; ``hold`` names the hold each path's query is armed with."""
 
     name: str
     holds: Callable[[Path], bool]
-    delay: float = 0.0
+    hold: Callable[[str], str]
+    #: whether the operator path, held before the batch, is let go and caught by a file event
+    caught: bool = False
 
 
-# each run first replays the batch the previous one was killed in; the window between the two
-# commits lasts some 40-80 ms here, so the moments are polled every 2 ms
+# each run first replays the batch the previous one was killed in
 MOMENTS = (
-    Moment("batch 0 in flight, 1 s after it was planned", lambda b: _in_flight(b, 0), 1.0),
-    Moment("batch 1 in flight, as soon as it is planned", lambda b: _in_flight(b, 1)),
+    Moment("batch 0 in flight", lambda b: _in_flight(b, 0), lambda path: pipeline.in_flight(0)),
+    Moment("batch 1 in flight", lambda b: _in_flight(b, 1), lambda path: pipeline.in_flight(1)),
     Moment("batch 2 committed by the sink, not yet by the checkpoint",
-           lambda b: _between_commits(b, 2)),
+           lambda b: _between_commits(b, 2),
+           lambda path: pipeline.in_flight(2) if path == OPERATOR else pipeline.AFTER_SINK_2,
+           caught=True),
 )
 LANDED = "landed at the moment"
 
 
-def _start(base: Path, log: Path, path: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.spark.fault_pipeline", str(base), path],
-                            cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-
-
-def _kill_when(process: subprocess.Popen, base: Path, moment: Moment,
-               timeout: float = 300) -> str:
-    """SIGKILL the process group once ``moment`` holds (then after its delay), and say where the
-    kill landed: ``LANDED`` only if the moment still holds once the process is dead (the
-    checkpoint cannot move any more, so it shows the moment the kill hit)."""
-    deadline = time.monotonic() + timeout
-    while not moment.holds(base):
-        if process.poll() is not None:
-            return "the run finished before the moment came"
-        if time.monotonic() > deadline:
-            _kill(process)
-            return f"the moment did not come within {timeout:.0f} s"
-        time.sleep(0.002)
-    time.sleep(moment.delay)
-    _kill(process)
-    return LANDED if moment.holds(base) else "the moment had passed when the kill landed"
+def _start(root: Path, log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.spark.fault_pipeline", str(root),
+                             *PATHS], cwd=ROOT, stdout=log.open("ab"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _kill(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+
+
+def _kill_at(process: subprocess.Popen, root: Path, moment: Moment,
+             timeout: float = 300) -> str:
+    """Arm every path's hold, sleep until all are claimed (a caught operator path: let go and
+    woken by its sink log's file event), SIGKILL the process group, and say where the kill
+    landed: ``LANDED`` only if every query still shows the moment once the process is dead."""
+    folders = {path: pipeline.holds(root / path) for path in PATHS}
+    alive = lambda: process.poll() is None  # noqa: E731
+    with FileEvents(folders.values()) as events:
+        if not events.wait(lambda: all(reached(folders[p], moment.hold(p)) for p in PATHS),
+                           alive, timeout):
+            return "the holds were not all reached (the run ended or timed out)"
+    if moment.caught:
+        operator = root / OPERATOR
+        with FileEvents([operator / "out" / "_spark_metadata"]) as events:
+            disarm(folders[OPERATOR])
+            if not events.wait(lambda: moment.holds(operator), alive, timeout, check=0.01):
+                return "the operator path's moment did not come"
+    _kill(process)
+    passed = [path for path in PATHS if not moment.holds(root / path)]
+    return f"the moment had passed in {passed} when the kill landed" if passed else LANDED
 
 
 @pytest.mark.spark
 @pytest.mark.fresh_jvm
-@pytest.mark.parametrize("path", pipeline.PATHS)
-def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_path, path):
-    for index in range(pipeline.EVENT_FILES):
-        write_batch_file(tmp_path / "events", index, pipeline.events(index))
-    for index in range(pipeline.RULE_FILES):
-        write_batch_file(tmp_path / "rules", index, pipeline.rules(index))
+def test_sigkill_mid_batch_three_times_loses_and_duplicates_nothing(spark, tmp_path):
+    for path in PATHS:
+        pipeline.write_inputs(tmp_path / path)
     log = tmp_path / "runs.log"
     where = {}
     for moment in MOMENTS:
-        process = _start(tmp_path, log, path)
+        for path in PATHS:
+            arm(pipeline.holds(tmp_path / path), moment.hold(path))
+        process = _start(tmp_path, log)
         try:
-            where[moment.name] = _kill_when(process, tmp_path, moment)
+            where[moment.name] = _kill_at(process, tmp_path, moment)
         finally:
-            if process.poll() is None:
-                _kill(process)
+            _kill(process)
+            for path in PATHS:
+                disarm(pipeline.holds(tmp_path / path))
     missed = {name: outcome for name, outcome in where.items() if outcome != LANDED}
     assert not missed, "".join(f"\n{name}: {outcome}" for name, outcome in missed.items()) + (
         "\n" + log.read_text()[-3000:])
-    pipeline.write(spark, tmp_path, path)  # the last run, unkilled: in this test's session
-    assert _logged(tmp_path / "checkpoint" / "commits") >= set(range(pipeline.EVENT_FILES))
+    for path in PATHS:  # the last runs, unkilled: in this test's session
+        _verify(spark, tmp_path / path, path)
 
+
+def _verify(spark, base: Path, path: str) -> None:
+    pipeline.write(spark, base, path)
+    assert _logged(base / "checkpoint" / "commits") >= set(range(pipeline.EVENT_FILES)), path
     main, letters = pipeline.expected(path)
-    out = str(tmp_path / "out")
+    out = str(base / "out")
     written = Counter(tuple(r) for r in read_output(spark, out).collect())
-    assert sum(written.values()) == sum(main.values())  # nothing lost, nothing twice
-    assert written == main
+    assert sum(written.values()) == sum(main.values()), path  # nothing lost, nothing twice
+    assert written == main, path
     dead = Counter((r.callback, r.error) for r in read_output(spark, out, "dead_letters").collect())
-    assert dead == letters
-    assert dead[("process_broadcast_element", "ValueError: negative limit -1")] == 1
+    assert dead == letters, path
+    assert dead[("process_broadcast_element", "ValueError: negative limit -1")] == 1, path
 
 
-@pytest.mark.parametrize("script, outcome", [
-    ("touch flag; sleep 30", LANDED),
-    ("touch flag; sleep 0.2; rm flag; sleep 30", "the moment had passed when the kill landed"),
-    ("sleep 0.2", "the run finished before the moment came"),
-    ("sleep 30", "the moment did not come within 1 s"),
+HELD = "for p in operator streamed partitioned; do touch $p/holds/h.reached; done; "
+FLAGS = "touch streamed/flag partitioned/flag; "
+LET_GO = "while [ -e operator/holds/h ]; do sleep 0.01; done; "
+
+
+@pytest.mark.parametrize("script, caught, outcome", [
+    (HELD + FLAGS + "touch operator/flag; sleep 30", False, LANDED),
+    (HELD + FLAGS + "sleep 30", False, "the moment had passed in ['operator'] when the kill "
+     "landed"),
+    ("sleep 0.2", False, "the holds were not all reached (the run ended or timed out)"),
+    (HELD + FLAGS + LET_GO + "touch operator/flag operator/out/_spark_metadata/2; sleep 30",
+     True, LANDED),
+    (HELD + FLAGS + LET_GO + "sleep 30", True, "the operator path's moment did not come"),
 ])
-def test_a_kill_is_reported_where_it_landed(tmp_path, script, outcome):
-    """Guards the test above (no Spark): a kill counts only if its moment still held."""
+def test_a_kill_is_reported_where_it_landed(tmp_path, script, caught, outcome):
+    """Guards the test above (no Spark): a kill counts only if every query's moment held."""
+    for path in PATHS:
+        arm(pipeline.holds(tmp_path / path), "h")
+    flagged = Moment("the flags are up", lambda base: (base / "flag").exists(), lambda p: "h",
+                     caught=caught)
     process = subprocess.Popen(["sh", "-c", script], cwd=tmp_path, start_new_session=True)
-    flagged = Moment("the flag is up", lambda base: (base / "flag").exists(), delay=1.0)
     try:
-        assert _kill_when(process, tmp_path, flagged, timeout=1) == outcome
+        assert _kill_at(process, tmp_path, flagged, timeout=2) == outcome
     finally:
-        if process.poll() is None:
-            _kill(process)
+        _kill(process)

@@ -157,17 +157,15 @@ def publish_then_die(self, batch, staging, only):
 
 CommitLog._publish = publish_then_die
 from tests.spark import fault_pipeline
-fault_pipeline.run(Path(sys.argv[1]), "partitioned")
+fault_pipeline.run(Path(sys.argv[1]), ["partitioned"])
 """
 
 
 @pytest.mark.fresh_jvm
 def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_sees(
         spark, tmp_path):
-    for index in range(fault_pipeline.EVENT_FILES):
-        write_batch_file(tmp_path / "events", index, fault_pipeline.events(index))
-    for index in range(fault_pipeline.RULE_FILES):
-        write_batch_file(tmp_path / "rules", index, fault_pipeline.rules(index))
+    base = tmp_path / "partitioned"  # where fault_pipeline.run puts the path's query
+    fault_pipeline.write_inputs(base)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
     killed = subprocess.run([sys.executable, "-c", KILL_AFTER_PUBLISHING, str(tmp_path)],
@@ -175,12 +173,12 @@ def test_a_kill_between_publishing_and_logging_leaves_no_file_a_plain_reader_see
                             start_new_session=True, check=False)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert int((tmp_path / "published").read_text()) > 0
-    out = tmp_path / "out"
+    out = base / "out"
     assert not (out / "_spark_metadata" / "1").exists()
     before = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
     assert sum(_main_files(out).values()) > sum(before.values())  # the orphans are visible
 
-    fault_pipeline.write(spark, tmp_path, "partitioned")  # the restart, in this session
+    fault_pipeline.write(spark, base, "partitioned")  # the restart, in this session
     main, _ = fault_pipeline.expected("partitioned")
     written = Counter(tuple(r) for r in read_output(spark, str(out)).collect())
     assert written == main
