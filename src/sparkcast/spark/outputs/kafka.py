@@ -218,7 +218,7 @@ class KafkaWriter:
             partitions[output] = ensure_topic(sink.settings, chosen[output], may_write,
                                               f"output {output!r}, sink {sink.describe()}")
             for part in range(may_write):
-                fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}")
+                fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}", chosen[output])
         read: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         for output, sink in self.sinks:
             where = (sink.bootstrap_servers, chosen[output])
