@@ -163,13 +163,13 @@ LET_GO = "while [ -e operator/holds/h ]; do sleep 0.01; done; "
 
 
 @pytest.mark.parametrize("script, caught, outcome", [
-    (HELD + FLAGS + "touch operator/flag; sleep 30", False, LANDED),
-    (HELD + FLAGS + "sleep 30", False, "the moment had passed in ['operator'] when the kill "
+    (FLAGS + "touch operator/flag; " + HELD + "sleep 30", False, LANDED),
+    (FLAGS + HELD + "sleep 30", False, "the moment had passed in ['operator'] when the kill "
      "landed"),
     ("sleep 0.2", False, "the holds were not all reached (the run ended or timed out)"),
-    (HELD + FLAGS + LET_GO + "touch operator/flag operator/out/_spark_metadata/2; sleep 30",
+    (FLAGS + HELD + LET_GO + "touch operator/flag operator/out/_spark_metadata/2; sleep 30",
      True, LANDED),
-    (HELD + FLAGS + LET_GO + "sleep 30", True, "the operator path's moment did not come"),
+    (FLAGS + HELD + LET_GO + "sleep 30", True, "the operator path's moment did not come"),
 ])
 def test_a_kill_is_reported_where_it_landed(tmp_path, script, caught, outcome):
     """Guards the test above (no Spark): a kill counts only if every query's moment held."""
