@@ -168,8 +168,9 @@ class StaticSide:
 @dataclass(frozen=True)
 class WorkerPlan:
     """What the Python workers read of a plan, and nothing else: frozen, without the driver's
-    objects (inputs, session, seeds) or a static side's rows (``StaticSide``); shipped with the
-    operator's processor and the micro-batch engine's runners (``RuntimePlan.for_workers``)."""
+    objects (inputs, session, seeds); of a static side, the state its rows made (its rows only
+    where they reached keyed state, ``StaticSide``); shipped with the operator's processor and
+    the micro-batch engine's runners (``RuntimePlan.for_workers``)."""
 
     pipeline_id: str
     engine: Engine
