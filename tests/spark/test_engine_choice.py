@@ -208,6 +208,9 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
         assert "applied once there when the plan is built" in str(seen[name])
         assert results[name].plan.static is not None, name
     assert "decoded once by each Python worker" in str(seen["enrich static"])
+    assert results["enrich static"].plan.for_workers().static is not None
+    assert "workers are shipped no static side" in str(seen["counter static"])
+    assert results["counter static"].plan.for_workers().static is None
 
 
 @pytest.mark.spark

@@ -6,10 +6,12 @@ engine's in-place tasks in every worker, each subtask opening the function and a
 a million rows. Here the planner applies them once, in the deterministic broadcast order, and
 ships the resulting state (codec bytes, values inline) with the plan (``plan.StaticSide``): the
 in-place runner binds it (decoded once per worker, shared by its subtasks), the operator's
-subtasks seed their state with it, and the by-subtask shape writes it as snapshot ``SEED``.
+subtasks seed their state with it, and the by-subtask shape's driver writes it as snapshot
+``SEED``, which its workers read (they are shipped no static side, ``RuntimePlan.for_workers``).
 What applying the rows emitted goes out once, as each subtask of the operator engine would
 emit it. Rows whose application reached keyed state (``apply_to_keyed_state``) stay with the
-side, for each subtask to apply to its own keys.
+side, for each of the operator's subtasks to apply to its own keys (by subtask, a new
+checkpoint has no keys yet).
 """
 
 from __future__ import annotations

@@ -142,8 +142,8 @@ def _static(plan: RuntimePlan) -> str:
                 "where applying them reached keyed state: each subtask applies them to its "
                 "keys)")
     return ("applied once there when the plan is built; their state is written as snapshot -1 "
-            "when a query starts on a new checkpoint, and every subtask reads that file (a "
-            "restart keeps the snapshot)")
+            "when a query starts on a new checkpoint, and every subtask reads that file (the "
+            "workers are shipped no static side; a restart keeps the snapshot)")
 
 
 def _outputs(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:
