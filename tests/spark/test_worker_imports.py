@@ -40,7 +40,8 @@ COMMON = {"sparkcast.spark", "sparkcast.spark.execution", "sparkcast.spark.execu
           "sparkcast.spark.execution.payloads", "sparkcast.spark.execution.values",
           "sparkcast.spark.execution.subtask", "sparkcast.spark.execution.static_side",
           "sparkcast.spark.execution.dead_letters", "sparkcast.spark.execution.ordering",
-          "sparkcast.spark.layout", "sparkcast.spark.plan"}
+          "sparkcast.spark.layout", "sparkcast.spark.plan",
+          "sparkcast.spark.state", "sparkcast.spark.state.worker_cache"}
 STATE = {"sparkcast.spark.state", "sparkcast.spark.state.backend", "sparkcast.spark.state.blobs",
          "sparkcast.spark.state.checkpoint_files", "sparkcast.spark.state.compatibility",
          "sparkcast.spark.state.storage"}

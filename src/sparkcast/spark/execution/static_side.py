@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import LRUCache
-
 from sparkcast.core import codec
 from sparkcast.core.engine import SubtaskEngine
 from sparkcast.core.frozen import freeze
@@ -33,10 +31,13 @@ from sparkcast.spark.execution.engines import (
     plan_engine,
 )
 from sparkcast.spark.plan import RuntimePlan, StaticSide
+from sparkcast.spark.state.worker_cache import WORKER
 
 # (digest, the resolver its objects were decoded with) -> (version, tables): a worker decodes a
 # static side once and its subtasks share the frozen tables (a main side only reads them)
-_DECODED: LRUCache[tuple[str, Any], tuple[str, dict[str, dict[Any, Any]]]] = LRUCache(maxsize=4)
+_DECODED = WORKER.section(
+    "static sides", "taken while its key (digest of the state, classes) matches",
+    lambda found: sum(len(table) for table in found[1].values()))
 
 
 def static_side(plan: RuntimePlan) -> StaticSide:
@@ -74,9 +75,9 @@ def static_tables(static: StaticSide, types: codec.Resolver | None
     found = _DECODED.get(key)
     if found is None:
         version, tables = codec.decode(static.state, types)
-        found = _DECODED[key] = (version, {
+        found = _DECODED.put(key, (version, {
             name: {codec.hashable(k): freeze(v) for k, v in entries}
-            for name, entries in tables.items()})
+            for name, entries in tables.items()}))
     return found
 
 

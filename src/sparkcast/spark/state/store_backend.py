@@ -12,7 +12,9 @@ worker's commit left, on the checkpoint's line (``SubtaskStore.continued`` and t
 lineage token: not a copy another worker moved on, nor a line a rollback left), and no attempt
 since that failed before its commit (a batch that takes the warm state holds it until it
 commits).
-Otherwise, and beyond ``WARM_KEYS`` keys, it reads the store again: the store on disk stays
+The warm states are a section of the worker's one cache (``worker_cache.py``), weighed by
+their keys under its one bound; otherwise, and for one heavier than the bound or evicted, it
+reads the store again: the store on disk stays
 the truth for restarts, other workers and the state tools. Broadcast state is the driver's snapshot,
 shared by the worker's subtasks; a subtask that applies broadcast elements itself (event-time
 alignment, ``apply_to_keyed_state``) writes to its own copy, which nothing persists: the
@@ -25,21 +27,17 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachetools import LRUCache
-
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
 from sparkcast.core.converters import Convert
 from sparkcast.errors import MissingKeyError
 from sparkcast.spark.state.backend import stable_key_bytes
 from sparkcast.spark.state.keyed_store import META, Change, SubtaskStore
+from sparkcast.spark.state.worker_cache import WORKER
 
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
 _ABSENT: Any = object()
 SWEEP_ROWS = 1000  # stored keys per TTL descriptor checked each micro-batch, beyond those read
-#: decoded keys a subtask keeps in memory between micro-batches (values and known-absent keys,
-#: all descriptors); beyond it the next batch reads the store again
-WARM_KEYS = 1_000_000
 
 
 @dataclass
@@ -53,8 +51,13 @@ class WarmState:
     holder: SubtaskStore | None = None
 
 
-#: local copy path -> its warm state, in this worker
-_WARM: LRUCache[str, WarmState] = LRUCache(maxsize=256)
+#: local copy path -> its warm state, in this worker, weighed by its decoded keys (values and
+#: known-absent keys, all descriptors)
+_WARM = WORKER.section(
+    "warm state", "taken while the store this worker committed is still on the checkpoint's "
+    "line: the same lineage token, the same classes, the local copy continued, no failed "
+    "attempt since (a batch holds it until its commit)",
+    lambda warm: sum(len(table) for table in warm.tables.values()))
 
 
 def _take_warm(store: SubtaskStore, types: codec.Resolver | None) -> WarmState:
@@ -67,8 +70,7 @@ def _take_warm(store: SubtaskStore, types: codec.Resolver | None) -> WarmState:
             or not store.continued or warm.token is None or warm.token != store.token):
         warm = WarmState(None, types)
     warm.token, warm.holder = None, store
-    _WARM[store.path] = warm
-    return warm
+    return _WARM.put(store.path, warm)
 
 
 class StoreBackend(StateBackend):
@@ -137,11 +139,9 @@ class StoreBackend(StateBackend):
         warm = _WARM.get(self._store.path) if self._warm else None
         if warm is None or warm.holder is not self._store:
             return
-        if sum(len(table.cache) for table in self._keyed.values()) > WARM_KEYS:
-            del _WARM[self._store.path]
-            return
         warm.token, warm.holder = self._store.token, None
         warm.scanned = {name for name, table in self._keyed.items() if table.scanned}
+        _WARM.put(self._store.path, warm)  # weighed again: beyond the bound it is not kept
 
 
 class StoredTable(MutableMapping):
