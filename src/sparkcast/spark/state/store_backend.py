@@ -5,13 +5,15 @@ snapshot.
 Keyed values are read a key at a time (or prefetched for the batch's keys) and stay decoded in
 the worker's memory: at ``flush`` every key written, removed or handed out as a container (user
 code may mutate it in place, as on every backend) becomes one change of the batch's delta, and
-once the store committed it the decoded values are kept as the subtask's **warm state**
-(:class:`WarmState`) for its next micro-batch. The next batch takes them only where nothing
-else can have moved the state: the same engine's classes, the local copy still the one this
-worker's commit left, on the checkpoint's line (``SubtaskStore.continued`` and the same
-lineage token: not a copy another worker moved on, nor a line a rollback left), and no attempt
-since that failed before its commit (a batch that takes the warm state holds it until it
-commits).
+once the store committed it the values are kept as the subtask's **warm state**
+(:class:`WarmState`) for its next micro-batch: a changed container as the bytes committed,
+decoded when next read, never the live object, which a function may keep and mutate in a later
+batch without ``update()`` (the store never sees that, nor may the warm state). The next batch
+takes them only where nothing else can have moved the state: the same engine's classes, the
+local copy still the one this worker's commit left, on the checkpoint's line
+(``SubtaskStore.continued`` and the same lineage token: not a copy another worker moved on,
+nor a line a rollback left), and no attempt since that failed before its commit (a batch that
+takes the warm state holds it until it commits).
 The warm states are a section of the worker's one cache (``worker_cache.py``), weighed by
 their keys under its one bound; otherwise, and for one heavier than the bound or evicted, it
 reads the store again: the store on disk stays
@@ -36,6 +38,8 @@ from sparkcast.spark.state.keyed_store import META, Change, SubtaskStore
 from sparkcast.spark.state.worker_cache import WORKER
 
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
+#: values kept as they are after a commit: immutable, and decoded as the same type and value
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 _ABSENT: Any = object()
 SWEEP_ROWS = 1000  # stored keys per TTL descriptor checked each micro-batch, beyond those read
 
@@ -175,6 +179,8 @@ class StoredTable(MutableMapping):
         if value is _MISSING:
             blob = self._store.get(self._name, stable_key_bytes(key))
             value = self.cache[key] = _ABSENT if blob is None else self._value(blob)
+        elif type(value) is Committed:
+            value = self.cache[key] = self._value(value.blob)
         if value is _ABSENT:
             return default
         if not isinstance(value, _SCALARS):
@@ -224,23 +230,40 @@ class StoredTable(MutableMapping):
         for raw, blob in self._store.scan_from(self._name, start, SWEEP_ROWS):
             self.cache.setdefault(key_of(raw), self._value(blob))
         for key, value in list(self.cache.items()):
+            if type(value) is Committed:
+                value = self.cache[key] = self._value(value.blob)
             if value is not _ABSENT and is_dead(value):
                 self.cache[key] = _ABSENT
                 self._dirty.add(key)
 
     def take_changes(self) -> list[Change]:
-        """The batch's changes as store rows; the table starts clean."""
+        """The batch's changes as store rows; the table starts clean. A changed value that is
+        not plain (a list, a dict, an object) stays in the table as the bytes committed
+        (:class:`Committed`), decoded at its next read: user code may keep the object and
+        mutate it in a later batch without ``update()``, which the store never sees, so the
+        warm state must not see it either (a cold read decodes the committed bytes too)."""
         changes: list[Change] = []
         for key in self._dirty:
             value = self.cache[key]
-            changes.append((self._name, stable_key_bytes(key),
-                            None if value is _ABSENT else value_bytes(value)))
+            blob = None if value is _ABSENT else value_bytes(value)
+            if blob is not None and type(value) not in _PLAIN:
+                self.cache[key] = Committed(blob)
+            changes.append((self._name, stable_key_bytes(key), blob))
         self._dirty.clear()
         return changes
 
     def _value(self, blob: bytes) -> Any:
         value = value_of(blob, self._types)
         return value if self._decode is None else self._decode(value)
+
+
+class Committed:
+    """A value as its batch committed it (``value_bytes``), in place of the live object."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
 
 
 def key_of(raw: bytes) -> Any:
