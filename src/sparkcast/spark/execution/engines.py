@@ -10,12 +10,11 @@ keyed state and once to apply a static side (``static_side.py``). Each gets its 
 Workers keep their engines (``open`` once per subtask, not once per micro-batch) in the
 ``engines`` section of the worker's one cache (``state/worker_cache.py``, least recently used
 first out under its one bound; :class:`EngineCache`), keyed by pipeline, engine and subtask: a
-plan's operator
-(``result.main``) and its ``write_stream`` runner may share a worker, and bind their engines to
-different state. Each entry carries what its engine was last bound to (the per-batch driver's
-snapshot, ``streamed.SnapshotBinder``; the static side, ``static_side.StaticBinder``), so an
-engine and what it reads are evicted together: an engine made again after an eviction is bound
-again, never taken for one that holds the state.
+plan's operator (``result.main``) and its ``write_stream`` runner may share a worker, and bind
+their engines to different state. Each entry carries what its engine was last bound to (the
+per-batch driver's snapshot, ``streamed.SnapshotBinder``; the static side,
+``static_side.StaticBinder``), so an engine and what it reads are evicted together: an
+engine made again after an eviction is bound again, never taken for one that holds the state.
 """
 
 from __future__ import annotations
