@@ -203,7 +203,14 @@ def test_explain_shows_the_engine_each_kind_of_job_takes_on_spark(spark, tmp_pat
     assert "only reading its clocks" in seen["keyed co-process"].cost
     assert "\nbroadcast side:" not in str(seen["keyed process"])  # no such line
     assert "snapshot -1" in seen["counter static"].cost
-    assert "a restart keeps it" in str(seen["counter static"])
+    assert "a restart keeps the snapshot" in str(seen["counter static"])
+    for name in ("counter static", "enrich static"):  # applied at plan build: the plan holds it
+        assert "applied once there when the plan is built" in str(seen[name])
+        assert results[name].plan.static is not None, name
+    assert "decoded once by each Python worker" in str(seen["enrich static"])
+    assert results["enrich static"].plan.for_workers().static is not None
+    assert "workers are shipped no static side" in str(seen["counter static"])
+    assert results["counter static"].plan.for_workers().static is None
 
 
 @pytest.mark.spark
@@ -220,7 +227,10 @@ def test_engine_argument_on_spark(spark, tmp_path):
         forced.main  # noqa: B018 - the property builds the DataFrame
     static = spark.createDataFrame([], ENRICH.broadcast_schema)
     main = read_stream(spark, ENRICH.main_schema, tmp_path / "enrich")
-    assert kind_of(process(ENRICH, main, static, 2, engine="operator")) == "operator"
+    operator = process(ENRICH, main, static, 2, engine="operator")
+    assert kind_of(operator) == "operator"
+    assert "seeds each subtask's new state" in str(operator.explain())
+    assert "seeds its new state with the static side's" in operator.explain().cost
     with pytest.raises(PipelineError, match="engine must be one of"):
         process(ENRICH, main, static, 2, engine="fast")
 

@@ -123,7 +123,9 @@ def _warm_batch(location: str, root: Path, batch: int, keys: list, fail: bool = 
         store.close()
 
 
-def test_a_subtasks_state_stays_decoded_between_its_batches_on_one_worker(tmp_path):
+def test_a_subtasks_state_stays_between_its_batches_on_one_worker(tmp_path, monkeypatch):
+    """The next batch on the same worker reads no store row: its values are the warm state
+    (a container as the bytes its batch committed, so a copy, not the object handed out)."""
     location, root = str(tmp_path / "keyed"), tmp_path / "a"
     _warm_batch(location, root, 0, ["a", "b"])
     store, backend = _open(location, root, 1)
@@ -131,8 +133,10 @@ def test_a_subtasks_state_stays_decoded_between_its_batches_on_one_worker(tmp_pa
     backend.flush()
     store.close()
     store, backend = _open(location, root, 2)
-    assert backend.keyed_table("seen").get("a") is first  # the object kept, not read again
-    assert first == [0, 0]
+    monkeypatch.setattr(store, "get", lambda *_: pytest.fail("read from the store"))
+    monkeypatch.setattr(store, "get_many", lambda *_: pytest.fail("read from the store"))
+    again = backend.keyed_table("seen").get("a")
+    assert again == first == [0, 0] and again is not first
     store.close()
 
 
@@ -177,3 +181,34 @@ def test_warm_and_cold_workers_give_the_same_state_over_many_batches(tmp_path):
             expected[key] = [*expected.get(key, []), batch, -batch]
         root = tmp_path / ("a" if batch % 7 else "b")
         assert _warm_batch(location, root, batch, keys) == expected
+
+
+def _seen_at(location: str, root: Path, batch: int) -> dict:
+    store, backend = _open(location, root, batch)
+    try:
+        seen = backend.keyed_table("seen")
+        return {key: list(seen[key]) for key in sorted(seen)}
+    finally:
+        store.close()
+
+
+def test_a_value_a_function_keeps_and_mutates_in_a_later_batch_is_not_the_warm_value(tmp_path):
+    """A function keeps the list it got from state in batch 0 and appends to it in batch 1
+    without reading or updating that key: the store never sees the append, so the warm state
+    this worker takes in batch 2 must not either (it is not the live object), and a warm and a
+    cold worker read the same."""
+    location, worker = str(tmp_path / "keyed"), tmp_path / "a"
+    store, backend = _open(location, worker, 0)
+    seen = backend.keyed_table("seen")
+    seen["a"] = [0]
+    kept = seen["a"]
+    backend.flush()
+    store.close()
+    store, backend = _open(location, worker, 1)
+    backend.keyed_table("seen")["b"] = [1]
+    kept.append(1)  # a later batch mutates the kept object, and never calls update()
+    backend.flush()
+    store.close()
+    cold = _seen_at(location, tmp_path / "b", 2)
+    assert cold == {"a": [0], "b": [1]}
+    assert _seen_at(location, worker, 2) == cold

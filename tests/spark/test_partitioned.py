@@ -142,7 +142,7 @@ def test_each_plan_takes_the_partitioned_path_where_it_is_correct(spark, tmp_pat
     assert kind_of(result) == path
     static = process(program, main, spark.createDataFrame([], program.broadcast_schema), 2,
                      **options)
-    assert kind_of(static) == "partitioned"  # the static rows applied once, as snapshot -1
+    assert kind_of(static) == "partitioned"  # the static side written as snapshot -1
 
 
 # ---------------------------------------------------------------------------- the outputs

@@ -1,7 +1,8 @@
 """A keyed function over a static broadcast side ("enrich a keyed stream with a dimension
-table") on the micro-batch engine: the static rows applied once on the driver into snapshot -1,
-main rows repartitioned by subtask into the keyed store. Its outputs equal the operator's
-(which applies the static rows in every subtask before its first element), including what
+table") on the micro-batch engine: the static rows applied once on the driver when the plan is
+built, their state written as snapshot -1, main rows repartitioned by subtask into the keyed
+store. Its outputs equal the operator's (whose subtasks seed their new state with the same
+static side before their first element), including what
 ``process_broadcast_element`` emits for them (once per subtask) and what a restart with other
 static rows does (the checkpoint's broadcast state is kept), and the harness's main output."""
 

@@ -139,7 +139,7 @@ class ProcessSpec:
 
 @dataclass(frozen=True)
 class StaticSide:
-    """A static broadcast side as the workers get it: its rows applied once, on the driver, in
+    """A static broadcast side as the plan keeps it: its rows applied once, on the driver, in
     the deterministic broadcast order (``execution/static_side.py``), so that every engine and
     shape binds the same state instead of applying the rows in each worker."""
 
@@ -168,7 +168,8 @@ class StaticSide:
 @dataclass(frozen=True)
 class WorkerPlan:
     """What the Python workers read of a plan, and nothing else: frozen, without the driver's
-    objects (inputs, session, seeds) or a static side's rows (``StaticSide``); shipped with the
+    objects (inputs, session, seeds), with a static side (``StaticSide``) only for the workers
+    that read it (the operator's, the in-place runner's; by subtask none); shipped with the
     operator's processor and the micro-batch engine's runners (``RuntimePlan.for_workers``)."""
 
     pipeline_id: str
@@ -280,8 +281,9 @@ class RuntimePlan:
     def for_workers(self, engine: Engine | None = None) -> WorkerPlan:
         """What the workers read of this plan; ``engine`` overrides the plan's (the operator
         built for a micro-batch plan's ``result.main``)."""
+        run = self.engine if engine is None else engine
         return WorkerPlan(
-            pipeline_id=self.pipeline_id, engine=self.engine if engine is None else engine,
+            pipeline_id=self.pipeline_id, engine=run,
             function=self.function, broadcast_descriptors=self.broadcast_descriptors,
             options=self.options, parallelism=self.parallelism,
             subtask_of_group=dict(self.subtask_of_group), main_fields=self.main_fields,
@@ -290,4 +292,15 @@ class RuntimePlan:
             second_types=self.second_types, second_key_positions=self.second_key_positions,
             output_schema=self.output_schema, side_schemas=dict(self.side_schemas),
             encoded=self.encoded, time_mode=self.time_mode, time_zone=self.time_zone,
-            state_buckets=self.state_buckets, blob_store=self.blob_store, static=self.static)
+            state_buckets=self.state_buckets, blob_store=self.blob_store,
+            static=self._static_read_by(run))
+
+    def _static_read_by(self, engine: Engine) -> StaticSide | None:
+        """The static side, to the workers of ``engine`` that read it: the operator's subtasks
+        seed their new state with it, the in-place runner binds it. The micro-batch engine's
+        per-batch driver (by subtask, with a static side) writes its state as snapshot -1,
+        which its workers read instead: they get none, not the state (1.7 MB for 100k rows,
+        measured) and, where the rows reached keyed state, the rows (5.6 MB) with every
+        micro-batch."""
+        per_batch = self.facts is not None and self.facts.driver_per_batch
+        return None if engine is Engine.MICRO_BATCH and per_batch else self.static

@@ -7,13 +7,14 @@ keyed store) and its driver once per micro-batch; and the planner once to find t
 keyed state and once to apply a static side (``static_side.py``). Each gets its engine from
 :func:`new_engine`, opened (so ``open`` runs, and a broken ``open`` fails there).
 
-Workers keep their engines (``open`` once per subtask, not once per micro-batch) in one LRU
-cache (:class:`EngineCache`) keyed by pipeline, engine and subtask: a plan's operator
-(``result.main``) and its ``write_stream`` runner may share a worker, and bind their engines to
-different state. Each entry carries what its engine was last bound to (the per-batch driver's
-snapshot, ``streamed.SnapshotBinder``; the static side, ``static_side.StaticBinder``), so an
-engine and what it reads are evicted together: an engine made again after an eviction is bound
-again, never taken for one that holds the state.
+Workers keep their engines (``open`` once per subtask, not once per micro-batch) in the
+``engines`` section of the worker's one cache (``state/worker_cache.py``, least recently used
+first out under its one bound; :class:`EngineCache`), keyed by pipeline, engine and subtask: a
+plan's operator (``result.main``) and its ``write_stream`` runner may share a worker, and bind
+their engines to different state. Each entry carries what its engine was last bound to (the
+per-batch driver's snapshot, ``streamed.SnapshotBinder``; the static side,
+``static_side.StaticBinder``), so an engine and what it reads are evicted together: an
+engine made again after an eviction is bound again, never taken for one that holds the state.
 """
 
 from __future__ import annotations
@@ -22,15 +23,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from cachetools import LRUCache
-
 from sparkcast.api.descriptors import MapStateDescriptor
 from sparkcast.api.functions import BaseBroadcastProcessFunction
 from sparkcast.api.options import ProcessOptions
 from sparkcast.core.backend import DictBackend, StateBackend
 from sparkcast.core.engine import SubtaskEngine, fresh_function, order_broadcast
 from sparkcast.core.records import BroadcastElement
-from sparkcast.spark.plan import Engine, RuntimePlan, WorkerPlan
+from sparkcast.spark.plan import RuntimePlan, WorkerPlan
+from sparkcast.spark.state.worker_cache import ENGINE_WEIGHT, WORKER, WorkerCache
 
 Backend = TypeVar("Backend", bound=StateBackend)
 
@@ -105,13 +105,18 @@ class CachedEngine:
     bound: str | None = None
 
 
-class EngineCache:
-    """The engines of a Python worker, least recently used first out beyond ``capacity``; an
-    engine leaves with what it is bound to (:class:`CachedEngine`)."""
+ENGINES_RULE = ("taken while its key (pipeline, engine, subtask) matches; it carries what its "
+                "engine is bound to, and the binder binds again when that differs")
 
-    def __init__(self, capacity: int = 256) -> None:
-        self._entries: LRUCache[tuple[str, Engine, int], CachedEngine] = LRUCache(
-            maxsize=capacity)
+
+class EngineCache:
+    """The engines of a Python worker, in the worker's cache (least recently used first out
+    under its bound; ``capacity``: a cache of this many engines alone, for a test); an engine
+    leaves with what it is bound to (:class:`CachedEngine`)."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        cache = WORKER if capacity is None else WorkerCache(capacity * ENGINE_WEIGHT)
+        self._entries = cache.section("engines", ENGINES_RULE, lambda _: ENGINE_WEIGHT)
 
     def entry(self, plan: WorkerPlan, subtask: int, make: Callable[[], SubtaskEngine]
               ) -> CachedEngine:
@@ -121,7 +126,7 @@ class EngineCache:
         key = (plan.pipeline_id, plan.engine, subtask)
         cached = self._entries.get(key)
         if cached is None:
-            cached = self._entries[key] = CachedEngine(make())
+            cached = self._entries.put(key, CachedEngine(make()))
         cached.engine.take_outputs()
         return cached
 

@@ -18,9 +18,10 @@ elements), so main rows must meet their key's subtask. ``write_stream`` runs it 
 
 Without a broadcast side (``KeyedProcessFunction``, ``KeyedCoProcessFunction``) step 1 has
 nothing to apply, and a co-function's second input is repartitioned with the main rows by the
-same key hash. A static broadcast side is applied once by the driver, at a new checkpoint's
-first micro-batch, into snapshot ``SEED`` (-1), which every batch reads; its outputs go out
-with that batch, and a restart keeps the snapshot (as the operator keeps its stored state).
+same key hash. A static broadcast side's rows are applied once by the driver when the plan is
+built (``static_side.py``); when a query starts on a new checkpoint, their state is written as
+snapshot ``SEED`` (-1), which every batch reads; their outputs go out with its first batch, and
+a restart keeps the snapshot (as the operator keeps its stored state).
 
 Clocks are Spark's own for the batch, read from the offsets log (the watermark and the batch
 time), so a replay sees the same ones. Broadcast elements run in the tasks only where their

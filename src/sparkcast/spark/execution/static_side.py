@@ -6,18 +6,18 @@ engine's in-place tasks in every worker, each subtask opening the function and a
 a million rows. Here the planner applies them once, in the deterministic broadcast order, and
 ships the resulting state (codec bytes, values inline) with the plan (``plan.StaticSide``): the
 in-place runner binds it (decoded once per worker, shared by its subtasks), the operator's
-subtasks seed their state with it, and the by-subtask shape writes it as snapshot ``SEED``.
+subtasks seed their state with it, and the by-subtask shape's driver writes it as snapshot
+``SEED``, which its workers read (they are shipped no static side, ``RuntimePlan.for_workers``).
 What applying the rows emitted goes out once, as each subtask of the operator engine would
 emit it. Rows whose application reached keyed state (``apply_to_keyed_state``) stay with the
-side, for each subtask to apply to its own keys.
+side, for each of the operator's subtasks to apply to its own keys (by subtask, a new
+checkpoint has no keys yet).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-from cachetools import LRUCache
 
 from sparkcast.core import codec
 from sparkcast.core.engine import SubtaskEngine
@@ -31,10 +31,13 @@ from sparkcast.spark.execution.engines import (
     plan_engine,
 )
 from sparkcast.spark.plan import RuntimePlan, StaticSide
+from sparkcast.spark.state.worker_cache import WORKER
 
 # (digest, the resolver its objects were decoded with) -> (version, tables): a worker decodes a
 # static side once and its subtasks share the frozen tables (a main side only reads them)
-_DECODED: LRUCache[tuple[str, Any], tuple[str, dict[str, dict[Any, Any]]]] = LRUCache(maxsize=4)
+_DECODED = WORKER.section(
+    "static sides", "taken while its key (digest of the state, classes) matches",
+    lambda found: sum(len(table) for table in found[1].values()))
 
 
 def static_side(plan: RuntimePlan) -> StaticSide:
@@ -72,9 +75,9 @@ def static_tables(static: StaticSide, types: codec.Resolver | None
     found = _DECODED.get(key)
     if found is None:
         version, tables = codec.decode(static.state, types)
-        found = _DECODED[key] = (version, {
+        found = _DECODED.put(key, (version, {
             name: {codec.hashable(k): freeze(v) for k, v in entries}
-            for name, entries in tables.items()})
+            for name, entries in tables.items()}))
     return found
 
 

@@ -16,7 +16,9 @@ executor was declared lost) and on any worker:
   (fenced) transactions can hold that read back; on a one-partition topic of an older
   checkpoint it waits for its siblings' transactions to end;
 * **a kept producer knows what it did.** A Python worker keeps its initialised producer of a
-  part between micro-batches, with the newest batch of the part that it read or committed.
+  part between micro-batches (in its one cache, ``state/worker_cache.py``: a producer evicted
+  under its bound is initialised again, the exact path below), with the newest batch of the
+  part that it read or committed.
   While no other producer initialised the id, every commit of the part since was this one's,
   so that batch is exact too: a stage re-attempt on the same worker skips the part it
   committed. Once another producer initialised the id, the kept one is fenced, and its next
@@ -46,6 +48,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcast.errors import MissingDependencyError, SinkError
+from sparkcast.spark.state.worker_cache import WORKER
 
 #: seconds a read of the markers may wait for the transactions before its end to close (a
 #: killed writer's is aborted by the broker after its ``transaction.timeout.ms``, 60 s here)
@@ -209,7 +212,10 @@ class KeptProducer:
     newest: int
 
 
-_KEPT: dict[str, KeptProducer] = {}
+#: transactional id -> this worker's producer of it, in the worker's cache
+#: (``state/worker_cache.py``): an evicted one is initialised again, as on a new worker
+_KEPT = WORKER.section("kept producers", "taken while its transactional id was not "
+                       "initialised again and its last write did not fail (either drops it)")
 
 
 def kept(transactional_id: str) -> KeptProducer | None:
@@ -228,7 +234,7 @@ def initialised(settings: dict[str, Any], transactional_id: str, topic: str) -> 
     before it connects to them: so one new producer in four or five waited half a second. The
     second request connects to a named broker (36 of 36 inits in ~0.06 s, against 8 of 36
     taking 0.5 s, on a local broker)."""
-    _KEPT.pop(transactional_id, None)
+    _KEPT.pop(transactional_id)
     made = client().Producer({**PRODUCER_DEFAULTS, **settings,
                               "transactional.id": transactional_id})
     for _ in range(2):
@@ -288,16 +294,16 @@ class PartWriter:
             try:
                 return self._write_with(mine, part, batches)
             except client().KafkaException as error:
-                _KEPT.pop(transactional_id, None)
+                _KEPT.pop(transactional_id)
                 if not _fenced(error) and not _stuck(error):
                     raise self._failed(part, error) from error
         mine = KeptProducer(initialised(self.settings, transactional_id, self.marker_topic), -1)
         mine.newest = self.committed_batch(part)
-        _KEPT[transactional_id] = mine
+        _KEPT.put(transactional_id, mine)
         try:
             return self._write_with(mine, part, batches)
         except client().KafkaException as error:
-            _KEPT.pop(transactional_id, None)
+            _KEPT.pop(transactional_id)
             raise (self._superseded(part) if _fenced(error)
                    else self._failed(part, error)) from error
 

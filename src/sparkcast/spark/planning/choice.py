@@ -9,8 +9,9 @@ repeat in every task) is one ``mapInArrow`` where the rows lie, also a plain str
 DataFrame; a streamed broadcast side is one ``foreachBatch`` whose driver applies each
 micro-batch's elements; state per subtask repartitions the main rows by subtask.
 
-State per subtask may come with a streamed broadcast side, a static one (applied once on the
-driver into snapshot -1) or none (``KeyedProcessFunction``, ``KeyedCoProcessFunction``);
+State per subtask may come with a streamed broadcast side, a static one (its rows applied once
+on the driver when the plan is built, their state written as snapshot -1 when a query starts on
+a new checkpoint) or none (``KeyedProcessFunction``, ``KeyedCoProcessFunction``);
 timers fire without more input through the query's clock (``tagging.clock``).
 
 The operator engine takes the rest (batch inputs with state, Spark Connect, ``initial_state``
@@ -132,8 +133,9 @@ def _work(facts: PlanFacts) -> str:
     if facts.broadcast is BroadcastSide.NONE:
         return "no broadcast work on the driver"
     if facts.broadcast is BroadcastSide.STATIC:
-        return ("the static rows applied once on the driver, at the checkpoint's first "
-                "micro-batch, into the broadcast snapshot every subtask reads")
+        return ("the static rows applied once on the driver when the plan is built, their "
+                "state written as broadcast snapshot -1 when a query starts on a new "
+                "checkpoint, which every subtask reads; nothing per micro-batch")
     return "broadcast applied once per micro-batch on the driver"
 
 

@@ -14,8 +14,8 @@ from sparkcast.spark.planning.shapes import outputs_in_tasks
 _OPERATOR_MAIN = ("packed into Arrow blobs by a mapInArrow, shuffled by subtask, run by one "
                   "transformWithStateInPandas operator")
 _OPERATOR_COST = ("main rows cross to Python twice (packing, then the operator) and are "
-                  "shuffled; the broadcast side is applied by each of the {p} subtasks; state "
-                  "in Spark's state store, committed every micro-batch")
+                  "shuffled; {broadcast}; state in Spark's state store, committed every "
+                  "micro-batch")
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,10 @@ def _main(plan: RuntimePlan) -> str:
 
 def _cost(plan: RuntimePlan) -> str:
     if plan.engine is Engine.OPERATOR:
-        return _OPERATOR_COST.format(p=plan.parallelism)
+        return _OPERATOR_COST.format(broadcast=_operator_broadcast(plan))
     if not plan.per_batch_driver:
-        return ("main rows cross to Python once, no shuffle, no state; each Python worker "
-                "applies the static rows once")
+        return ("main rows cross to Python once, no shuffle, no state; the static rows were "
+                "applied once on the driver, and each Python worker decodes their state once")
     cost = "main rows cross to Python once"
     assert plan.facts is not None
     if plan.by_subtask:
@@ -85,13 +85,25 @@ def _cost(plan: RuntimePlan) -> str:
     return cost
 
 
+def _operator_broadcast(plan: RuntimePlan) -> str:
+    """What the operator's subtasks do with the broadcast side."""
+    assert plan.facts is not None
+    side, p = plan.facts.broadcast, plan.parallelism
+    if side is BroadcastSide.NONE:
+        return "no broadcast side"
+    if side is BroadcastSide.STATIC:
+        return f"each of the {p} subtasks seeds its new state with the static side's"
+    return f"the broadcast side is applied by each of the {p} subtasks"
+
+
 _PER_BATCH = "broadcast applied once per micro-batch on the driver"
 #: the driver's work of a plan with state per subtask, by broadcast side (else ``_PER_BATCH``)
 _DRIVER = {
     BroadcastSide.NONE: "no broadcast side: the driver's work per micro-batch is only reading "
                         "its clocks",
-    BroadcastSide.STATIC: "the static rows applied once on the driver, at the checkpoint's "
-                          "first micro-batch, into snapshot -1 that every task reads",
+    BroadcastSide.STATIC: "the static rows applied once on the driver when the plan is built, "
+                          "their state written as snapshot -1 when a query starts on a new "
+                          "checkpoint, which every task reads; nothing per micro-batch",
 }
 
 
@@ -119,12 +131,19 @@ def _broadcast(side: BroadcastSide, plan: RuntimePlan) -> str:
 
 
 def _static(plan: RuntimePlan) -> str:
+    """Where the state of the static rows goes; each text names what the plan's workers are
+    shipped (``RuntimePlan.for_workers``), which a test checks against the plan object."""
     if plan.in_place:
-        return "travel with the plan; each Python worker applies them once"
+        return ("applied once there when the plan is built; their state travels with the plan "
+                "(its static side), decoded once by each Python worker")
     if plan.engine is Engine.OPERATOR:
-        return "travel with the plan; every subtask applies them before its first main element"
-    return ("applied once there, at the checkpoint's first micro-batch, into the snapshot "
-            "every subtask reads (a restart keeps it)")
+        return ("applied once there when the plan is built; their state travels with the plan "
+                "(its static side) and seeds each subtask's new state (the rows themselves only "
+                "where applying them reached keyed state: each subtask applies them to its "
+                "keys)")
+    return ("applied once there when the plan is built; their state is written as snapshot -1 "
+            "when a query starts on a new checkpoint, and every subtask reads that file (the "
+            "workers are shipped no static side; a restart keeps the snapshot)")
 
 
 def _outputs(plan: RuntimePlan) -> tuple[tuple[str, str], ...]:

@@ -30,22 +30,21 @@ import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
-from cachetools import LRUCache
-
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
 from sparkcast.core.converters import Convert
 from sparkcast.errors import MissingKeyError
 from sparkcast.spark.state.blobs import load_value, store_value
+from sparkcast.spark.state.worker_cache import WORKER
 
 LAYOUT_VERSION = 2  # see the module docstring; a checkpoint's compatibility record names it
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
 SWEEP_BUCKETS = 2  # extra buckets per TTL descriptor swept each micro-batch
 
 # (pipeline id, descriptor name, broadcast version) -> (frozen entries, seq per key)
-_BROADCAST_CACHE: LRUCache[tuple[str, str, str], tuple[dict[Any, Any], dict[Any, int]]] = (
-    LRUCache(maxsize=16)
-)
+_BROADCAST_CACHE = WORKER.section(
+    "operator broadcast", "taken while its key (pipeline, descriptor, broadcast version) matches",
+    lambda found: len(found[0]))
 
 
 def state_name(prefix: str, name: str) -> str:
@@ -112,8 +111,8 @@ class SparkStateBackend(StateBackend):
         version = self._blobs.get("broadcast_version", "")
         for name, broadcast in self._broadcast.items():
             broadcast.write_changes(self._states.broadcast[name], self._blob_dir)
-            _BROADCAST_CACHE[(self._pipeline_id, name, version)] = (broadcast.entries(),
-                                                                   broadcast.seqs)
+            _BROADCAST_CACHE.put((self._pipeline_id, name, version),
+                                 (broadcast.entries(), broadcast.seqs))
         for name, keyed in self._keyed.items():
             keys, size = keyed.write_changes()
             self.written[name] = {"keys_written": keys, "bytes_written": size}
@@ -133,7 +132,7 @@ class SparkStateBackend(StateBackend):
             typed = decode(entries)
             seqs = dict(zip(typed, seqs.values(), strict=True))
             entries = typed
-        _BROADCAST_CACHE[key] = (entries, seqs)
+        _BROADCAST_CACHE.put(key, (entries, seqs))
         return entries, seqs
 
 

@@ -25,19 +25,19 @@ import os
 import tempfile
 from typing import Any
 
-from cachetools import LRUCache
-
 from sparkcast.core import codec
 from sparkcast.core.frozen import freeze
 from sparkcast.errors import PipelineError, StateSerializationError
 from sparkcast.spark.state import storage
+from sparkcast.spark.state.worker_cache import WORKER
 
 LARGE_VALUE_BYTES = 1 << 20
 NO_STORE = ""  # a remote master without blob_store or write_stream: large values fail clearly
 _PREFIX = b'{"$blob":'
 # (store, digest, the resolver it was decoded with; None: as written) -> frozen value: a restart
 # in the same worker brings other classes, whose values must not come from the old ones
-_CACHE: LRUCache[tuple[str, str, Any], Any] = LRUCache(maxsize=8)
+_CACHE = WORKER.section("blobs", "taken while its key (store, sha-256, classes) matches: "
+                        "content-addressed")
 _VERIFIED: set[tuple[str, str]] = set()  # (store, digest) written or checked by this worker
 
 
@@ -68,7 +68,7 @@ def store_value(value: Any, blob_store: str) -> bytes:
     if (blob_store, digest) not in _VERIFIED:
         _write_blob(blob_store, digest, encoded)
         _VERIFIED.add((blob_store, digest))
-    _CACHE[(blob_store, digest, None)] = freeze(value)
+    _CACHE.put((blob_store, digest, None), freeze(value), len(encoded) >> 10)
     return json.dumps({"$blob": digest, "bytes": len(encoded)}).encode()
 
 
@@ -82,8 +82,8 @@ def load_value(stored: bytes, blob_store: str, types: codec.Resolver | None = No
     if cached is not None:
         return cached
     encoded = load_encoded(stored, blob_store)
-    value = _CACHE[(blob_store, digest, types)] = codec.frozen_decode(encoded, types)
-    return value
+    return _CACHE.put((blob_store, digest, types), codec.frozen_decode(encoded, types),
+                      len(encoded) >> 10)
 
 
 def load_encoded(stored: bytes, blob_store: str) -> bytes:

@@ -20,17 +20,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from cachetools import LRUCache
-
 from sparkcast.core import codec
 from sparkcast.errors import StateSerializationError
 from sparkcast.spark.state import checkpoint_files, storage
 from sparkcast.spark.state.blobs import load_value, store_value
+from sparkcast.spark.state.worker_cache import WORKER
 
-# (file, the resolver its objects were decoded with) -> snapshot: the current snapshot and the
-# one before (tasks of two batches may overlap); a restart in the same worker brings other
-# classes, whose objects must not come from the old ones
-_CACHE: LRUCache[tuple[str, Any], Snapshot] = LRUCache(maxsize=4)
+# (file, the resolver its objects were decoded with) -> snapshot; a restart in the same worker
+# brings other classes, whose objects must not come from the old ones
+_CACHE = WORKER.section(
+    "snapshots", "taken while its key (file, classes) matches: a snapshot file is written once "
+    "per batch id, with the content a replay writes again",
+    lambda snapshot: sum(len(table) for table in snapshot.tables.values()))
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def write(location: str, batch: int, snapshot: Snapshot, blob_store: str,
         lines.extend(store_value([descriptor, key, value], blob_store)
                      for key, value in table.items())
     storage.write_bytes(name(location, batch), b"\n".join(lines))
-    _CACHE[(name(location, batch), types)] = snapshot
+    _CACHE.put((name(location, batch), types), snapshot)
 
 
 def delete(location: str, batch: int) -> None:
@@ -103,6 +104,6 @@ def read(file: str, blob_store: str, types: codec.Resolver | None = None) -> Sna
     for line in entries:
         descriptor, key, value = load_value(line, blob_store, types)
         tables.setdefault(descriptor, {})[codec.hashable(key)] = value
-    snapshot = _CACHE[(file, types)] = Snapshot(meta["layout"], meta["version"], tables)
+    snapshot = _CACHE.put((file, types), Snapshot(meta["layout"], meta["version"], tables))
     return snapshot
 

@@ -5,14 +5,18 @@ snapshot.
 Keyed values are read a key at a time (or prefetched for the batch's keys) and stay decoded in
 the worker's memory: at ``flush`` every key written, removed or handed out as a container (user
 code may mutate it in place, as on every backend) becomes one change of the batch's delta, and
-once the store committed it the decoded values are kept as the subtask's **warm state**
-(:class:`WarmState`) for its next micro-batch. The next batch takes them only where nothing
-else can have moved the state: the same engine's classes, the local copy still the one this
-worker's commit left, on the checkpoint's line (``SubtaskStore.continued`` and the same
-lineage token: not a copy another worker moved on, nor a line a rollback left), and no attempt
-since that failed before its commit (a batch that takes the warm state holds it until it
-commits).
-Otherwise, and beyond ``WARM_KEYS`` keys, it reads the store again: the store on disk stays
+once the store committed it the values are kept as the subtask's **warm state**
+(:class:`WarmState`) for its next micro-batch: a changed container as the bytes committed,
+decoded when next read, never the live object, which a function may keep and mutate in a later
+batch without ``update()`` (the store never sees that, nor may the warm state). The next batch
+takes them only where nothing else can have moved the state: the same engine's classes, the
+local copy still the one this worker's commit left, on the checkpoint's line
+(``SubtaskStore.continued`` and the same lineage token: not a copy another worker moved on,
+nor a line a rollback left), and no attempt since that failed before its commit (a batch that
+takes the warm state holds it until it commits).
+The warm states are a section of the worker's one cache (``worker_cache.py``), weighed by
+their keys under its one bound; otherwise, and for one heavier than the bound or evicted, it
+reads the store again: the store on disk stays
 the truth for restarts, other workers and the state tools. Broadcast state is the driver's snapshot,
 shared by the worker's subtasks; a subtask that applies broadcast elements itself (event-time
 alignment, ``apply_to_keyed_state``) writes to its own copy, which nothing persists: the
@@ -25,21 +29,19 @@ from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cachetools import LRUCache
-
 from sparkcast.core import codec
 from sparkcast.core.backend import StateBackend
 from sparkcast.core.converters import Convert
 from sparkcast.errors import MissingKeyError
 from sparkcast.spark.state.backend import stable_key_bytes
 from sparkcast.spark.state.keyed_store import META, Change, SubtaskStore
+from sparkcast.spark.state.worker_cache import WORKER
 
 _SCALARS = (str, int, float, bool, bytes, type(None), tuple)
+#: values kept as they are after a commit: immutable, and decoded as the same type and value
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 _ABSENT: Any = object()
 SWEEP_ROWS = 1000  # stored keys per TTL descriptor checked each micro-batch, beyond those read
-#: decoded keys a subtask keeps in memory between micro-batches (values and known-absent keys,
-#: all descriptors); beyond it the next batch reads the store again
-WARM_KEYS = 1_000_000
 
 
 @dataclass
@@ -53,8 +55,13 @@ class WarmState:
     holder: SubtaskStore | None = None
 
 
-#: local copy path -> its warm state, in this worker
-_WARM: LRUCache[str, WarmState] = LRUCache(maxsize=256)
+#: local copy path -> its warm state, in this worker, weighed by its decoded keys (values and
+#: known-absent keys, all descriptors)
+_WARM = WORKER.section(
+    "warm state", "taken while the store this worker committed is still on the checkpoint's "
+    "line: the same lineage token, the same classes, the local copy continued, no failed "
+    "attempt since (a batch holds it until its commit)",
+    lambda warm: sum(len(table) for table in warm.tables.values()))
 
 
 def _take_warm(store: SubtaskStore, types: codec.Resolver | None) -> WarmState:
@@ -67,8 +74,7 @@ def _take_warm(store: SubtaskStore, types: codec.Resolver | None) -> WarmState:
             or not store.continued or warm.token is None or warm.token != store.token):
         warm = WarmState(None, types)
     warm.token, warm.holder = None, store
-    _WARM[store.path] = warm
-    return warm
+    return _WARM.put(store.path, warm)
 
 
 class StoreBackend(StateBackend):
@@ -137,11 +143,9 @@ class StoreBackend(StateBackend):
         warm = _WARM.get(self._store.path) if self._warm else None
         if warm is None or warm.holder is not self._store:
             return
-        if sum(len(table.cache) for table in self._keyed.values()) > WARM_KEYS:
-            del _WARM[self._store.path]
-            return
         warm.token, warm.holder = self._store.token, None
         warm.scanned = {name for name, table in self._keyed.items() if table.scanned}
+        _WARM.put(self._store.path, warm)  # weighed again: beyond the bound it is not kept
 
 
 class StoredTable(MutableMapping):
@@ -175,6 +179,8 @@ class StoredTable(MutableMapping):
         if value is _MISSING:
             blob = self._store.get(self._name, stable_key_bytes(key))
             value = self.cache[key] = _ABSENT if blob is None else self._value(blob)
+        elif type(value) is Committed:
+            value = self.cache[key] = self._value(value.blob)
         if value is _ABSENT:
             return default
         if not isinstance(value, _SCALARS):
@@ -224,23 +230,40 @@ class StoredTable(MutableMapping):
         for raw, blob in self._store.scan_from(self._name, start, SWEEP_ROWS):
             self.cache.setdefault(key_of(raw), self._value(blob))
         for key, value in list(self.cache.items()):
+            if type(value) is Committed:
+                value = self.cache[key] = self._value(value.blob)
             if value is not _ABSENT and is_dead(value):
                 self.cache[key] = _ABSENT
                 self._dirty.add(key)
 
     def take_changes(self) -> list[Change]:
-        """The batch's changes as store rows; the table starts clean."""
+        """The batch's changes as store rows; the table starts clean. A changed value that is
+        not plain (a list, a dict, an object) stays in the table as the bytes committed
+        (:class:`Committed`), decoded at its next read: user code may keep the object and
+        mutate it in a later batch without ``update()``, which the store never sees, so the
+        warm state must not see it either (a cold read decodes the committed bytes too)."""
         changes: list[Change] = []
         for key in self._dirty:
             value = self.cache[key]
-            changes.append((self._name, stable_key_bytes(key),
-                            None if value is _ABSENT else value_bytes(value)))
+            blob = None if value is _ABSENT else value_bytes(value)
+            if blob is not None and type(value) not in _PLAIN:
+                self.cache[key] = Committed(blob)
+            changes.append((self._name, stable_key_bytes(key), blob))
         self._dirty.clear()
         return changes
 
     def _value(self, blob: bytes) -> Any:
         value = value_of(blob, self._types)
         return value if self._decode is None else self._decode(value)
+
+
+class Committed:
+    """A value as its batch committed it (``value_bytes``), in place of the live object."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, blob: bytes) -> None:
+        self.blob = blob
 
 
 def key_of(raw: bytes) -> Any:
