@@ -1,5 +1,5 @@
-"""Servers for the deployment tests, on 127.0.0.1 only: a local S3-compatible endpoint (moto)
-and one Spark standalone cluster, up from the first test that uses it to the last."""
+"""Servers for the deployment tests, on loopback addresses only: a local S3-compatible endpoint
+(moto) and one Spark standalone cluster, up from the first test that uses it to the last."""
 
 from __future__ import annotations
 

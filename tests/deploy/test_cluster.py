@@ -1,8 +1,9 @@
 """A real Spark standalone cluster: master and two one-core workers as separate JVMs from the
-PySpark wheel, on 127.0.0.1. The job is shipped as a packed environment (``--archives``), so the
-executors run the shipped sparkcast, not the driver's; it runs a keyed and a non-keyed pipeline
-with changing broadcast sides, and one executor is killed (SIGKILL) while a micro-batch is in
-flight. The outputs are exactly the harness's: nothing lost, nothing duplicated."""
+PySpark wheel, on loopback addresses (``cluster.py``). The job is shipped as a packed
+environment (``--archives``), so the executors run the shipped sparkcast, not the driver's; it
+runs a keyed and a non-keyed pipeline with changing broadcast sides, and one executor is killed
+(SIGKILL) while a micro-batch is in flight. The outputs are exactly the harness's: nothing lost,
+nothing duplicated."""
 
 from __future__ import annotations
 
