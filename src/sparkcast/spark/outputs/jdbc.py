@@ -28,7 +28,9 @@ persisted frame of the batch, so ``DISTINCT`` keeps one of each row's copies, an
 one attempt are never merged (their ids differ). Not covered: attempts that computed different
 rows (a persisted block lost with its executor, recomputed by a function that reads the clock);
 both copies of such a row are moved. A late attempt's commit after the move leaves rows that
-no move takes (the ledger has N); the next batch's staging deletes them.
+no move takes (the ledger has N); the next batch's staging deletes them. The ``DISTINCT``
+costs the move ~0.11 s per 100,000 staged rows of two columns here (0.10 s -> 0.22 s, median
+of 7, PostgreSQL 15), against ~1.7 s for the whole batch (docs/architecture.md).
 
 The driver's transaction goes through the JVM's ``java.sql.DriverManager`` with the driver
 Spark's writer uses (``spark.jars``): any database with a JDBC driver, no Python client to
