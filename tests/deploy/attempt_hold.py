@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-HOLD_BATCH = 3
+HOLD_BATCH = 1
 HOLD_SECONDS = 180.0
 VARIABLE = "SPARKCAST_ATTEMPT_HOLD_DIR"
 RELEASE = "release"

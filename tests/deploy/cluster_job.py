@@ -82,11 +82,12 @@ class Labels(BroadcastProcessFunction):
             value["category"]) or "unknown"
 
 
-def batches() -> list[tuple[list[dict], list[dict]]]:
-    """``(rules, events)`` per micro-batch; the limit and a label change in every batch.
-    Distinct event times (``event_time="ts"``) order each key's events the same everywhere."""
+def batches(count: int = BATCHES) -> list[tuple[list[dict], list[dict]]]:
+    """``(rules, events)`` per micro-batch, the first ``count``; the limit and a label change
+    in every batch. Distinct event times (``event_time="ts"``) order each key's events the same
+    everywhere."""
     out = []
-    for b in range(BATCHES):
+    for b in range(count):
         rules = [  # one file per micro-batch: a file source takes the next file, not "file b"
             {"version": b, "limit": 40 + 7 * b, "category": f"c{b % 3}", "label": f"L{b}",
              "ts": 1_000 * b}]
