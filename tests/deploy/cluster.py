@@ -1,8 +1,10 @@
 """A Spark standalone cluster on this machine, started from the PySpark wheel, and a packed
 Python environment to ship to it.
 
-The master and two workers (one core, 1 GiB each) are separate JVMs bound to 127.0.0.1; the
-workers start the executors. Every process runs in its own process group, so ``stop`` kills
+The master and two workers (one core, 1 GiB each) are separate JVMs on loopback addresses of
+their own: the master on 127.0.0.1, worker ``i`` (and its executors) on 127.0.0.``i+1``, so Spark
+sees two hosts, as it must to run a speculative copy of a task (it never runs one on a host
+where the task has an attempt). Every process runs in its own process group, so ``stop`` kills
 the executors with their worker.
 """
 
@@ -50,12 +52,12 @@ class Cluster:
         self._launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                      "--port", str(port), "--webui-port", str(ui))
         for i in range(workers):
-            work = self.root / f"worker-{i}"
+            work, host = self.root / f"worker-{i}", f"127.0.0.{i + 1}"
             (work / "local").mkdir(parents=True)
             self._launch(f"worker-{i}", "org.apache.spark.deploy.worker.Worker",
-                         "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                         "--host", host, "--cores", "1", "--memory", "1g",
                          "--webui-port", str(free_port()), "--work-dir", str(work),
-                         self.master_url, local=work / "local")
+                         self.master_url, local=work / "local", host=host)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._alive_workers(ui) == workers:
@@ -85,11 +87,13 @@ class Cluster:
         return [p for p in self.root.glob("worker-*/local/**/blockmgr-*/**/shuffle_*")
                 if p.is_file()]
 
-    def _launch(self, name: str, main_class: str, *args: str, local: Path | None = None
-                ) -> None:
-        """``local``: the executors' local folders (their shuffle files), inside ``root``."""
+    def _launch(self, name: str, main_class: str, *args: str, local: Path | None = None,
+                host: str = "127.0.0.1") -> None:
+        """``local``: the executors' local folders (their shuffle files), inside ``root``;
+        ``host``: the loopback address the process (and the executors it starts) binds."""
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed by the process exit
-        env = {**spark_env(), **({"SPARK_LOCAL_DIRS": str(local)} if local else {})}
+        env = {**spark_env(), "SPARK_LOCAL_IP": host,
+               **({"SPARK_LOCAL_DIRS": str(local)} if local else {})}
         self.processes.append(subprocess.Popen(
             [str(SPARK_HOME / "bin" / "spark-class"), main_class, *args], env=env,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True))

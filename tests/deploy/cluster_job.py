@@ -12,11 +12,14 @@ Only the first attempt sleeps (the folder is empty then): Spark's retry of the t
 
 With a third argument ``<bootstrap>/<topic>`` only the keyed pipeline runs, its main output into
 ``sinks.kafka`` (written by the pattern's own tasks, one part per subtask) and its other outputs
-into ``sinks.files`` (``test_cluster_kafka.py``).
+into ``sinks.files`` (``test_cluster_kafka.py``). With ``attempts '<json>'`` the keyed pipeline
+runs once per sink kind, one query after another in this one driver, each on its own checkpoint
+(``ATTEMPT_QUERIES``, ``test_cluster_attempts.py``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -79,11 +82,12 @@ class Labels(BroadcastProcessFunction):
             value["category"]) or "unknown"
 
 
-def batches() -> list[tuple[list[dict], list[dict]]]:
-    """``(rules, events)`` per micro-batch; the limit and a label change in every batch.
-    Distinct event times (``event_time="ts"``) order each key's events the same everywhere."""
+def batches(count: int = BATCHES) -> list[tuple[list[dict], list[dict]]]:
+    """``(rules, events)`` per micro-batch, the first ``count``; the limit and a label change
+    in every batch. Distinct event times (``event_time="ts"``) order each key's events the same
+    everywhere."""
     out = []
-    for b in range(BATCHES):
+    for b in range(count):
         rules = [  # one file per micro-batch: a file source takes the next file, not "file b"
             {"version": b, "limit": 40 + 7 * b, "category": f"c{b % 3}", "label": f"L{b}",
              "ts": 1_000 * b}]
@@ -122,21 +126,68 @@ def _sources(spark: Any, data: str) -> tuple[Any, Any]:
     return source("events", EVENTS_SCHEMA), source("rules", RULES_SCHEMA)
 
 
-def run_kafka(spark: Any, data: str, out: str, kafka: str, parallelism: int = 2) -> None:
-    """The keyed pipeline to the end of the data, its main output into Kafka."""
-    from sparkcast import sinks
+def _keyed(spark: Any, data: str, parallelism: int = 2) -> Any:
+    """The keyed pipeline (no slow event) over the data's files."""
     from sparkcast.spark import Stream
 
-    bootstrap, topic = kafka.split("/")
     events, rules = _sources(spark, data)
-    keyed = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES, order_by="version"))
-             .process(Thresholds(), KEYED_OUTPUT, parallelism=parallelism,
-                      side_outputs=[ALERTS], event_time="ts"))
+    return (Stream(events).key_by("k")
+            .connect(Stream(rules).broadcast(RULES, order_by="version"))
+            .process(Thresholds(), KEYED_OUTPUT, parallelism=parallelism,
+                     side_outputs=[ALERTS], event_time="ts"))
+
+
+def run_kafka(spark: Any, data: str, out: str, kafka: str) -> None:
+    """The keyed pipeline to the end of the data, its main output into Kafka."""
+    from sparkcast import sinks
+
+    bootstrap, topic = kafka.split("/")
     files = sinks.files(f"{out}/keyed")
     chosen = {"main": sinks.kafka(bootstrap, topic, key="k"), ALERTS: files,
               "dead_letters": files}
-    keyed.write_stream(checkpoint_location=f"{out}/keyed-checkpoint", sinks=chosen,
-                       trigger={"availableNow": True}, query_name="keyed").awaitTermination()
+    _keyed(spark, data).write_stream(checkpoint_location=f"{out}/keyed-checkpoint",
+                                     sinks=chosen, trigger={"availableNow": True},
+                                     query_name="keyed").awaitTermination()
+
+
+#: the attempt tests' queries, run in this order: name -> (main, alerts) sink kinds; the
+#: dead letters (and alerts marked files) go to ``<out>/<name>-files``; ``files`` alone is
+#: ``write_stream(path)``. A Kafka output's topic and a JDBC output's table are named after
+#: the query and output. ``kill-kafka``'s Kafka part is written by a driver job (a JDBC sink
+#: in the query keeps the outputs from the pattern's tasks).
+ATTEMPT_QUERIES = {"spec-kafka": ("kafka", "files"), "spec-files": ("files", "files"),
+                   "spec-jdbc": ("jdbc", "files"), "kill-kafka": ("kafka", "jdbc")}
+
+
+def sink_name(query: str, output: str) -> str:
+    """The Kafka topic or JDBC table of ``query``'s ``output`` (``main`` or ``alerts``)."""
+    return f"{query}_{output}".replace("-", "_")
+
+
+def run_attempts(spark: Any, data: str, out: str, settings: dict[str, Any]) -> None:
+    """Every query of ``ATTEMPT_QUERIES`` to the end of the data, one after another.
+    ``settings``: ``bootstrap`` (Kafka) and ``url``, ``properties`` (the JDBC database)."""
+    from sparkcast import sinks
+
+    def sink(kind: str, query: str, output: str) -> Any:
+        if kind == "kafka":
+            return sinks.kafka(settings["bootstrap"], sink_name(query, output), key="k")
+        if kind == "jdbc":
+            return sinks.jdbc(settings["url"], sink_name(query, output),
+                              settings["properties"], create_table=True)
+        return sinks.files(f"{out}/{query}-files")
+
+    for query, (main, alerts) in ATTEMPT_QUERIES.items():
+        keyed, checkpoint = _keyed(spark, data), f"{out}/{query}-checkpoint"
+        if main == alerts == "files":
+            started = keyed.write_stream(f"{out}/{query}-files", checkpoint,
+                                         trigger={"availableNow": True}, query_name=query)
+        else:
+            chosen = {"main": sink(main, query, "main"), ALERTS: sink(alerts, query, "alerts"),
+                      "dead_letters": sink("files", query, "dead_letters")}
+            started = keyed.write_stream(checkpoint_location=checkpoint, sinks=chosen,
+                                         trigger={"availableNow": True}, query_name=query)
+        started.awaitTermination()
 
 
 def main(argv: list[str]) -> int:
@@ -144,6 +195,10 @@ def main(argv: list[str]) -> int:
 
     data, out = argv[1], argv[2]
     spark = SparkSession.builder.appName("sparkcast-cluster-test").getOrCreate()
+    if len(argv) > 4 and argv[3] == "attempts":
+        run_attempts(spark, data, out, json.loads(argv[4]))
+        spark.stop()
+        return 0
     if len(argv) > 3:
         run_kafka(spark, data, out, argv[3])
         spark.stop()

@@ -1,5 +1,5 @@
-"""Servers for the deployment tests, on 127.0.0.1 only: a local S3-compatible endpoint (moto)
-and one Spark standalone cluster, up from the first test that uses it to the last."""
+"""Servers for the deployment tests, on loopback addresses only: a local S3-compatible endpoint
+(moto) and one Spark standalone cluster, up from the first test that uses it to the last."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def s3_store(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One standalone cluster (``tests.deploy.cluster``: a master and two one-core workers) for
     every test that submits to one; starting it costs some 15-30 s here. An application's
-    executors end with it, so each test's driver finds the workers free. Its users are in two
+    executors end with it, so each test's driver finds the workers free. Its users are in several
     files, so no scope ends with them: ``pytest_runtest_teardown`` stops it after the last one
     (else its three JVMs idle to the end of the run); the end of the run stops it again."""
     from tests.deploy.cluster import Cluster

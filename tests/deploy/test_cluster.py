@@ -1,8 +1,9 @@
 """A real Spark standalone cluster: master and two one-core workers as separate JVMs from the
-PySpark wheel, on 127.0.0.1. The job is shipped as a packed environment (``--archives``), so the
-executors run the shipped sparkcast, not the driver's; it runs a keyed and a non-keyed pipeline
-with changing broadcast sides, and one executor is killed (SIGKILL) while a micro-batch is in
-flight. The outputs are exactly the harness's: nothing lost, nothing duplicated."""
+PySpark wheel, on loopback addresses (``cluster.py``). The job is shipped as a packed
+environment (``--archives``), so the executors run the shipped sparkcast, not the driver's; it
+runs a keyed and a non-keyed pipeline with changing broadcast sides, and one executor is killed
+(SIGKILL) while a micro-batch is in flight. The outputs are exactly the harness's: nothing lost,
+nothing duplicated."""
 
 from __future__ import annotations
 
@@ -33,10 +34,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.fresh_jvm]
 JOB_SECONDS = 420
 
 
-def write_inputs(data: Path) -> None:
-    """One events file and one rules file per micro-batch, in order of modification time."""
+def write_inputs(data: Path, count: int = job.BATCHES) -> None:
+    """One events file and one rules file per micro-batch (the first ``count``), in order of
+    modification time."""
     start = time.time() - 1_000
-    for b, (rules, events) in enumerate(job.batches()):
+    for b, (rules, events) in enumerate(job.batches(count)):
         for folder, rows in (("events", events), ("rules", rules)):
             if rows:
                 path = write_json_lines(data / folder, f"batch-{b:03d}.json", rows)
@@ -100,14 +102,15 @@ def kill_executor_mid_batch(cluster: Cluster, data: Path, out: Path,
     raise AssertionError("the slow micro-batch never started")
 
 
-def expected_outputs() -> dict[str, Counter]:
+def expected_outputs(count: int = job.BATCHES) -> dict[str, Counter]:
+    """The harness's outputs of the first ``count`` micro-batches."""
     fields_e, fields_r = _fields(job.EVENTS_SCHEMA), _fields(job.RULES_SCHEMA)
     keyed = KeyedBroadcastHarness(job.Thresholds(), lambda v: v["k"], [job.RULES],
                                   on_error="dead_letter")
     plain = BroadcastHarness(job.Labels(), [job.LABELS], on_error="dead_letter")
     for harness in (keyed, plain):
         harness.open()
-        for rules, events in job.batches():
+        for rules, events in job.batches(count):
             harness.process_micro_batch(
                 [_row(fields_e, e) for e in events], [_row(fields_r, r) for r in rules],
                 main_timestamps=[e["ts"] for e in events],

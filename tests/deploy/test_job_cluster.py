@@ -1,8 +1,8 @@
-"""A user's job file on a real Spark standalone cluster (master and two one-core workers from
-the PySpark wheel, on 127.0.0.1): ``examples/enrich_job.py`` run by ``sparkcast run --master``
-with a packed environment, then the unchanged file submitted with ``spark-submit`` (its
-``__main__`` block runs the same ``sparkcast run`` in the submitted session). Both outputs read
-back equal to the harness's."""
+"""A user's job file on a real Spark standalone cluster (master and two one-core workers from the
+PySpark wheel, on loopback addresses): ``examples/enrich_job.py`` run by
+``sparkcast run --master`` with a packed environment, then the unchanged file submitted with
+``spark-submit`` (its ``__main__`` block runs the same ``sparkcast run`` in the submitted
+session). Both outputs read back equal to the harness's."""
 
 from __future__ import annotations
 

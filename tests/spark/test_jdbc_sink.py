@@ -18,6 +18,7 @@ import pytest
 from sparkcast import sinks
 from sparkcast.errors import PipelineError, SinkError
 from sparkcast.spark import read_output
+from sparkcast.spark.outputs.jdbc import Database
 from tests.spark import sink_pipeline as pipeline
 from tests.spark.holds import FileEvents, arm, disarm, reached
 
@@ -55,6 +56,28 @@ def test_every_output_into_its_table_exactly_once_across_a_restart(spark, tmp_pa
         assert postgres.query(f"SELECT count(*) FROM {table}_sparkcast_staging") == [(0,)]
     batches = postgres.query("SELECT batch_id FROM sparkcast_ledger ORDER BY batch_id")
     assert [b for (b,) in batches] == list(range(len(pipeline.EVENTS)))
+
+
+def test_a_batch_two_attempts_staged_is_moved_once(spark, postgres):
+    """Spark's JDBC writer commits each task's rows in the task's own transaction, so two
+    attempts of one staging task can both commit (a speculative copy beside a slow first
+    attempt, an executor lost after its task committed); staging the batch twice stands for
+    them here (``tests/deploy/test_cluster_attempts.py`` holds a real copy on a cluster). The
+    move takes each staged row once, and two equal rows of one attempt both."""
+    postgres.execute("CREATE TABLE twice (id bigint, label text)")
+    sink = sinks.jdbc(postgres.jdbc_url, "twice", postgres.jdbc_properties)
+    frame = spark.createDataFrame([(1, "a"), (1, "a"), (2, None), (3, "c")],
+                                  "id long, label string").coalesce(2)
+    sink.check("main", frame.schema, spark)
+    for _ in range(2):
+        sink.stage(frame, 7, "query")
+    assert postgres.query(f"SELECT count(*) FROM {sink.staging}") == [(8,)]
+    database = Database(spark, sink.url, sink.properties)
+    with database.connect() as connection:
+        sink.move(connection, database, frame, 7, "query")
+    assert Counter(postgres.query("SELECT id, label FROM twice")) == {
+        (1, "a"): 2, (2, None): 1, (3, "c"): 1}
+    assert postgres.query(f"SELECT count(*) FROM {sink.staging}") == [(0,)]
 
 
 def test_sinks_are_checked_before_the_query_starts(spark, tmp_path, postgres):
@@ -104,7 +127,8 @@ def test_create_table_makes_each_missing_table_with_sparks_jdbc_types(spark, tmp
     assert types("scaled") == types("big") == number
     assert types("letters") == {"callback": "text", "error": "text", "key": "text",
                                 "value": "text", "timestamp": "bigint", "subtask": "integer"}
-    assert types("scaled_sparkcast_staging") == {**number, "_sparkcast_query": "text",
+    assert types("scaled_sparkcast_staging") == {**number, "_sparkcast_row": "bigint",
+                                                 "_sparkcast_query": "text",
                                                  "_sparkcast_batch": "bigint"}
     assert postgres.query("SELECT count(*) FROM sparkcast_ledger") == [(2,)]
     # a restart finds them: nothing created twice, nothing lost

@@ -43,6 +43,7 @@ from sparkcast.spark.outputs.jdbc import (
     BATCH_COLUMN,
     LEDGER,
     QUERY_COLUMN,
+    ROW_COLUMN,
     STAGING_SUFFIX,
     Database,
     Ledger,
@@ -207,7 +208,7 @@ class JdbcSink:
                                     f"output ({schema.simpleString()}); add them")
                 Ledger(database, self.ledger).create(connection)
                 staged = database.columns(connection, self.staging)
-                wanted = [*schema.fieldNames(), QUERY_COLUMN, BATCH_COLUMN]
+                wanted = [*schema.fieldNames(), ROW_COLUMN, QUERY_COLUMN, BATCH_COLUMN]
                 if staged is not None and {c.lower() for c in staged} != {
                         c.lower() for c in wanted}:
                     execute(connection, f"DROP TABLE {self.staging}")
@@ -234,8 +235,10 @@ class JdbcSink:
         return {**self.properties, "driver": driver_class(self.url, self.properties)}
 
     def stage(self, frame: DataFrame, batch_id: int, query_id: str) -> None:
-        staged = frame.withColumn(QUERY_COLUMN, F.lit(query_id)).withColumn(
-            BATCH_COLUMN, F.lit(batch_id).cast("long"))
+        """Append the batch's rows to the staging table, each with its row id (``jdbc.py``:
+        the same in every attempt of its task, so ``move`` takes each row once)."""
+        staged = frame.withColumn(ROW_COLUMN, F.monotonically_increasing_id()).withColumn(
+            QUERY_COLUMN, F.lit(query_id)).withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
         staged.write.jdbc(self.url, self.staging, mode="append",
                           properties=self._staging_properties())
 
@@ -250,22 +253,25 @@ class JdbcSink:
 
     def move(self, connection: Any, database: Database, frame: DataFrame, batch_id: int,
              query_id: str) -> None:
-        """Inside the batch's transaction: the staged rows into the table."""
+        """Inside the batch's transaction: the staged rows into the table, each row id once
+        (two attempts of a staging task that both committed staged the same rows twice)."""
         target = {c.lower(): c for c in database.columns(connection, self.table) or []}
         names = frame.schema.fieldNames()
         into = ", ".join(database.quote(target.get(n.lower(), n)) for n in names)
         select = ", ".join(database.quote(n) for n in names)
         where = f"{database.quote(QUERY_COLUMN)} = ? AND {database.quote(BATCH_COLUMN)} = ?"
-        execute(connection, f"INSERT INTO {self.table} ({into}) SELECT {select} FROM "
-                f"{self.staging} WHERE {where}", query_id, batch_id)
+        execute(connection, f"INSERT INTO {self.table} ({into}) SELECT {select} FROM (SELECT "
+                f"DISTINCT {database.quote(ROW_COLUMN)}, {select} FROM {self.staging} WHERE "
+                f"{where}) staged", query_id, batch_id)
         execute(connection, f"DELETE FROM {self.staging} WHERE {where}", query_id, batch_id)
 
     def clear(self, connection: Any, database: Database, batch_id: int, query_id: str) -> None:
-        """Rows an interrupted attempt of the batch staged."""
+        """Rows an interrupted attempt of the batch staged, and those of earlier (committed)
+        batches that a task attempt still running at their commit staged after it."""
         if database.columns(connection, self.staging) is None:
             return
         execute(connection, f"DELETE FROM {self.staging} WHERE {database.quote(QUERY_COLUMN)} "
-                f"= ? AND {database.quote(BATCH_COLUMN)} = ?", query_id, batch_id)
+                f"= ? AND {database.quote(BATCH_COLUMN)} <= ?", query_id, batch_id)
 
 
 #: the sinks ``sparkcast.sinks`` builds
