@@ -122,7 +122,7 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
                        *[F.col(c) for m, c in METADATA.items() if m != "headers"],
                        *([_headers(F.col("headers")).alias("headers")]
                          if "headers" in metadata else []))
-    frame = frame.select("*", values.parsed().alias("_p"))
+    frame = values.prepared(frame).select("*", values.parsed().alias("_p"))
     struct = values.struct(frame)
     _check(struct, key, tombstone, metadata)
     if commit_offsets:

@@ -43,6 +43,9 @@ class ProtobufValues:
     def value(self, raw: Column) -> Column:
         return raw
 
+    def prepared(self, frame: DataFrame) -> DataFrame:
+        return frame
+
     def parsed(self) -> Column:
         value = F.col("_v")
         if not self._proto.confluent:
