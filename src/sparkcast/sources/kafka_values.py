@@ -29,7 +29,6 @@ are the ids whose schema does not resolve, with Avro's reason.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Protocol
 
@@ -41,7 +40,13 @@ from sparkcast.api.formats import HEADER_SIZE, Avro, spark_avro_missing
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.registry import SchemaRegistry, resolution_problem
 from sparkcast.errors import PipelineError, warn
-from sparkcast.sources.confluent_header import header_reasons, other_id, schema_id, unknown_id
+from sparkcast.sources.confluent_header import (
+    header_reasons,
+    late,
+    other_id,
+    schema_id,
+    unknown_id,
+)
 from sparkcast.sources.kafka_protobuf import ProtobufValues
 from sparkcast.spark.outputs.avro_late import LateAvro, late_avro
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
@@ -126,14 +131,14 @@ class WriterSchemas:
         """The ids the plan knows, whether their schema resolves or not."""
         return sorted([*self.resolving, *self.refused])
 
-    def reasons(self, record: str, late: bool) -> list[tuple[Column, Column]]:
+    def reasons(self, record: str, lookup: bool) -> list[tuple[Column, Column]]:
         """Why a record of Avro record ``record`` does not decode, in order: its id's schema
-        does not resolve, the id is unknown to the plan (``late``: the worker's lookup of it
+        does not resolve, the id is unknown to the plan (``lookup``: the worker's lookup of it
         says why, ``_late.error``), the body does not decode."""
         found = [(schema_id() == F.lit(refused), F.lit(
             f"schema id {refused} does not resolve to the reader schema {record}: {problem}"))
             for refused, problem in self.refused.items()]
-        if late:
+        if lookup:
             error = F.col("_late").getField("error")
             found.append((error.isNotNull(), error))
         else:
@@ -187,12 +192,7 @@ class AvroValues:
         value never reaches Python."""
         if self._late is None or self._writers is None:
             return frame
-        value = F.col("_v")
-        header = functools.reduce(lambda one, other: one | other,
-                                  [c for c, _ in header_reasons()])
-        known = self._writers.known()
-        late = ~schema_id().isin(known) if known else F.lit(True)
-        return frame.select("*", late_avro(F.when(~header & late, value), self._late)
+        return frame.select("*", late_avro(late(self._writers.known()), self._late)
                             .alias("_late"))
 
     def parsed(self) -> Column:

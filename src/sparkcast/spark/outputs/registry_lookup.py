@@ -49,11 +49,21 @@ def looked_up(registry: SchemaRegistry, schema_id: int, schema_type: str,
 
 def _answer(registry: SchemaRegistry, schema_id: int, schema_type: str) -> Any | None:
     """The registry's answer for ``schema_id``, waiting while it cannot give one."""
+    return waited(lambda: registry.schema_by_id(schema_id, schema_type))
+
+
+Answer = TypeVar("Answer")
+
+
+def waited(ask: Callable[[], Answer]) -> Answer:
+    """``ask()``'s answer, asked again while it raises a ``PipelineError`` (the registry's
+    failures, worded without credentials by ``SchemaRegistry``): the waits above, a WARNING
+    per failed attempt."""
     wait, attempt = FIRST_WAIT, 1
     while True:
         try:
-            return registry.schema_by_id(schema_id, schema_type)
-        except PipelineError as error:  # worded without credentials by SchemaRegistry
+            return ask()
+        except PipelineError as error:
             _LOG.warning("%s (attempt %d); asking again in %.1f s: the record waits in its "
                          "task, nothing is lost", error, attempt, wait)
         time.sleep(wait)
