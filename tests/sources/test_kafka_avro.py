@@ -16,7 +16,11 @@ new one in, and the registry's password is shown nowhere."""
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
 import json
+import logging
+import time
 import uuid
 from collections import Counter
 
@@ -25,6 +29,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -314,3 +319,107 @@ def test_records_decode_by_their_writer_schemas_id_resolved_to_the_reader_schema
              *[r._corrupt_record or "" for r in [*rows, *replanned]], repr(reader)]
     assert not [s for s in shown if PASSWORD in s]
     assert "from_avro" in shown[0]  # the plan was shown, and decodes in the JVM
+
+
+def _rich(*extra: dict, count: str = "long", unit: bool = False) -> str:
+    """A record of every kind of Avro field spark-avro maps (``unit``: the reader's default)."""
+    inner = {"type": "record", "name": "Inner", "fields": [{"name": "x", "type": "int"}]}
+    either = ["null", {"type": "record", "name": "Left", "fields": [
+        {"name": "l", "type": "string"}]}, {"type": "record", "name": "Right", "fields": [
+            {"name": "r", "type": "string"}]}]
+    fields = [
+        {"name": "id", "type": "long"}, {"name": "count", "type": count},
+        {"name": "ratio", "type": "double"}, {"name": "label", "type": "string"},
+        {"name": "ok", "type": "boolean"}, {"name": "raw", "type": "bytes"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+        {"name": "inner", "type": inner},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 4}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                   "scale": 2}},
+        {"name": "either", "type": either, "default": None}, *extra]
+    if unit:
+        fields.append({"name": "unit", "type": "string", "default": "eur"})
+    return json.dumps({"type": "record", "name": "Rich", "namespace": "sparkcast.test",
+                       "fields": fields})
+
+
+def _rich_record(i: int, either: dict | None, **extra) -> dict:
+    return {"id": i, "count": i * 10, "ratio": i / 4, "label": f"r{i}", "ok": i % 2 == 0,
+            "raw": bytes([i, 0, 255]), "note": None if i % 2 else f"n{i}", "tags": ["a", f"t{i}"],
+            "attrs": {"k": i}, "inner": {"x": -i}, "kind": "B",
+            "digest": b"\x00\x01\x02" + bytes([i]),
+            "at": datetime.datetime(2026, 12, 2, 18, i, tzinfo=datetime.UTC),
+            "day": datetime.date(2026, 12, i), "price": decimal.Decimal(f"{i}.25"),
+            "either": either, **extra}
+
+
+def _rows_of(spark, table: str, count: int, query) -> list:
+    """The memory table's rows once it holds ``count`` of them (the query keeps running)."""
+    deadline = time.monotonic() + 120
+    while spark.table(table).count() < count:
+        assert query.exception() is None and time.monotonic() < deadline, query.exception()
+        time.sleep(0.5)
+    return spark.table(table).collect()
+
+
+def test_a_version_registered_while_the_query_runs_is_read_without_a_restart(
+        spark, kafka_broker, tmp_path, capsys, caplog):
+    topic = topic_name("avro-live")
+    kafka_broker.create_topic(topic)
+    reader_schema, v1, v2 = _rich(unit=True), _rich(), _rich(
+        {"name": "source", "type": "string"}, count="int")  # int → long; source dropped
+    table = f"avro_live_{uuid.uuid4().hex[:8]}"
+    with LocalSchemaRegistry("app", PASSWORD) as server:
+        client = SchemaRegistryClient({"url": server.url,
+                                       "basic.auth.user.info": f"app:{PASSWORD}"})
+        context = SerializationContext(topic, MessageField.VALUE)
+
+        def serialized(schema: str, record: dict) -> bytes:
+            return AvroSerializer(client, schema)(record, context)  # registers a new version
+
+        kafka_broker.produce(topic, [("v1", serialized(v1, _rich_record(1, None)))])
+        reader = Avro(reader_schema, confluent=True,
+                      registry=SchemaRegistry(server.url, "app", PASSWORD))
+        frame = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
+                            metadata=["offset"])
+        query = frame.writeStream.format("memory").queryName(table).option(
+            "checkpointLocation", str(tmp_path / "live")).trigger(
+            processingTime="500 milliseconds").start()
+        try:
+            _rows_of(spark, table, 1, query)
+            late = [serialized(v2, _rich_record(2, {"l": "left"}, source="x")),
+                    serialized(v2, _rich_record(3, {"r": "right"}, source="y"))]
+            assert {v[:5] for v in late} == {b"\x00\x00\x00\x00\x02"}  # registered mid-run
+            kafka_broker.produce(topic, [("v2-a", late[0]), ("v2-b", late[1]),
+                                         ("nope", b"\x00" + (77).to_bytes(4, "big") + late[0][5:])])
+            with caplog.at_level(logging.INFO):
+                rows = _rows_of(spark, table, 4, query)
+            printed = capsys.readouterr().out
+            query.explain(extended=True)  # the running query's plan
+            plan = capsys.readouterr().out
+        finally:
+            query.stop()
+        again = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                            key="key", metadata=["offset"]), tmp_path, "again")
+        spark.catalog.dropTempView(table)
+
+    live, planned = {r.key: r for r in rows}, {r.key: r for r in again}
+    assert live == planned  # the worker's rows are the JVM's, value for value
+    assert {k for k, r in live.items() if r._corrupt_record is None} == {"v1", "v2-a", "v2-b"}
+    b = live["v2-b"]
+    assert (b.id, b["count"], b.unit, b.either, b.inner.x, b.price) == (
+        3, 30, "eur", Row(member0=None, member1=Row(r="right")), -3, decimal.Decimal("3.25"))
+    assert live["v2-a"].either == Row(member0=Row(l="left"), member1=None)
+    letter = json.loads(live["nope"]._corrupt_record)
+    assert (letter["topic"], letter["partition"], letter["offset"], letter["reason"]) == (
+        topic, 0, live["nope"].kafka_offset,
+        f"schema id 77: the registry at {server.url} has no such id")
+    assert "ArrowEvalPython" in plan and "from_avro" in plan
+    shown = [printed, capsys.readouterr().out, caplog.text, plan, repr(reader),
+             *[r._corrupt_record or "" for r in rows]]
+    assert not [s for s in shown if PASSWORD in s]
