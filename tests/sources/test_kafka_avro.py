@@ -358,7 +358,7 @@ def _rich_record(i: int, either: dict | None, **extra) -> dict:
             "either": either, **extra}
 
 
-def _rows_of(spark, table: str, count: int, query) -> list:
+def rows_of(spark, table: str, count: int, query) -> list:
     """The memory table's rows once it holds ``count`` of them (the query keeps running)."""
     deadline = time.monotonic() + 120
     while spark.table(table).count() < count:
@@ -391,14 +391,14 @@ def test_a_version_registered_while_the_query_runs_is_read_without_a_restart(
             "checkpointLocation", str(tmp_path / "live")).trigger(
             processingTime="500 milliseconds").start()
         try:
-            _rows_of(spark, table, 1, query)
+            rows_of(spark, table, 1, query)
             late = [serialized(v2, _rich_record(2, {"l": "left"}, source="x")),
                     serialized(v2, _rich_record(3, {"r": "right"}, source="y"))]
             assert {v[:5] for v in late} == {b"\x00\x00\x00\x00\x02"}  # registered mid-run
             kafka_broker.produce(topic, [("v2-a", late[0]), ("v2-b", late[1]),
                                          ("nope", b"\x00" + (77).to_bytes(4, "big") + late[0][5:])])
             with caplog.at_level(logging.INFO):
-                rows = _rows_of(spark, table, 4, query)
+                rows = rows_of(spark, table, 4, query)
             printed = capsys.readouterr().out
             query.explain(extended=True)  # the running query's plan
             plan = capsys.readouterr().out

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -33,7 +34,7 @@ from sparkcast.sources import kafka_topic
 from sparkcast.spark.outputs.kafka_values import encoded
 from sparkcast.testing.schema_registry import LocalSchemaRegistry
 from tests.protobuf_schemas import message_class, money, rules, write_set
-from tests.sources.test_kafka_avro import read_all
+from tests.sources.test_kafka_avro import read_all, rows_of
 from tests.sources.test_kafka_topic import topic_name
 
 pytestmark = pytest.mark.spark
@@ -153,3 +154,55 @@ def test_plain_protobuf_goes_both_ways_and_misfits_are_refused(spark, kafka_brok
         with pytest.raises(SinkError, match=message):
             sinks.kafka(kafka_broker.bootstrap, topic, schema=schema).check("main", columns,
                                                                             spark)
+
+
+def test_a_protobuf_version_registered_while_the_query_runs_is_read_without_a_restart(
+        spark, kafka_broker, tmp_path, capsys):
+    topic = topic_name("proto-live")
+    kafka_broker.create_topic(topic)
+    v1 = write_set(tmp_path / "rules.desc", money(), rules())
+    rule1, rule2 = message_class("shop.Rule", money(), rules()), message_class(
+        "shop.Rule", money(), rules(2))
+    table = f"proto_live_{uuid.uuid4().hex[:8]}"
+    with LocalSchemaRegistry("app", PASSWORD) as server:
+        client = SchemaRegistryClient({"url": server.url,
+                                       "basic.auth.user.info": f"app:{PASSWORD}"})
+        context = SerializationContext(topic, MessageField.VALUE)
+        first = ProtobufSerializer(rule1, client)(rule1(name="a", limit=1.5, kind=1), context)
+        kafka_broker.produce(topic, [("first", first)])
+        reader = Protobuf("shop.Rule", v1, confluent=True,
+                          registry=SchemaRegistry(server.url, "app", PASSWORD))
+        frame = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
+                            metadata=["offset"])
+        query = frame.writeStream.format("memory").queryName(table).option(
+            "checkpointLocation", str(tmp_path / "live")).trigger(
+            processingTime="500 milliseconds").start()
+        try:
+            rows_of(spark, table, 1, query)
+            second = ProtobufSerializer(rule2, client)(rule2(  # registers version 2 now
+                name="b", limit=2.5, tags=["y"], source="v2", price={"currency": "EUR",
+                                                                     "cents": 9}), context)
+            assert second[1:5] == b"\x00\x00\x00\x03"  # money.proto 1, version 1 2, this 3
+            kafka_broker.produce(topic, [
+                ("second", second), ("note", second[:5] + b"\x00" + second[7:]),
+                ("nope", b"\x00" + (99).to_bytes(4, "big") + second[5:])])
+            rows = rows_of(spark, table, 4, query)
+        finally:
+            query.stop()
+        again = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                            key="key", metadata=["offset"]), tmp_path, "again")
+        spark.catalog.dropTempView(table)
+
+    live, planned = {r.key: r for r in rows}, {r.key: r for r in again}
+    assert live == planned  # the worker's lookup gives what the plan gives once it knows id 3
+    s = live["second"]
+    assert (s.name, s.limit, s.tags, s.kind, tuple(s.price), s._corrupt_record) == (
+        "b", 2.5, ["y"], "BLOCK", ("EUR", 9), None)  # v2's source: skipped
+    letters = {k: json.loads(live[k]._corrupt_record) for k in ("note", "nope")}
+    assert {k: (d["topic"], d["partition"], d["offset"]) for k, d in letters.items()} == {
+        k: (topic, 0, live[k].kafka_offset) for k in letters}
+    assert {k: d["reason"] for k, d in letters.items()} == {
+        "note": "the message indexes [0] are not message shop.Rule's ([1])",
+        "nope": f"schema id 99: the registry at {server.url} has no such id"}
+    shown = [capsys.readouterr().out, *[r._corrupt_record or "" for r in rows], repr(reader)]
+    assert not [s for s in shown if PASSWORD in s]
