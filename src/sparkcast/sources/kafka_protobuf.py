@@ -8,8 +8,13 @@ message, as every Protobuf decoder reads them.
 Framed, the header's id says which message indexes the record must carry (the message's place
 in the version the id names, gathered once when the query is planned: ``ProtobufPlan``); the
 body starts after them, and every body is parsed with the reader's message. Spark fixes a
-streaming query's expressions when it starts, so an id registered later is a dead letter
-saying so (a restart plans it in), as is an id whose version lacks the message.
+streaming query's expressions when it starts, so with a registry the UDF is also handed the
+whole value of each record whose id the plan did not know (null for the others): the worker
+looks the id up, once per process, finds the message's indexes in that version and parses the
+body after them (``spark/outputs/protobuf_late.py``), or gives the reason there is none (an id
+the registry lacks, a version without the message, indexes naming another message). Without a
+registry an unexpected id is a dead letter saying so, as is an id of the plan whose version
+lacks the message.
 """
 
 from __future__ import annotations

@@ -23,8 +23,15 @@ checked against the reader schema by Avro's rules (``api/registry.py``). The bod
 a CASE on the header's id over one ``from_avro(body, writer, {"avroSchema": reader})`` per id
 that resolves: spark-avro reads with the writer schema and resolves to the reader's, in the
 JVM. Spark fixes a streaming query's expressions when it starts, so an id first registered
-later is not among them: its records are dead letters saying so (a restart plans it in), as
-are the ids whose schema does not resolve, with Avro's reason.
+later is not among them. With a registry (and ``lookup_new_ids``, the default) the CASE's last
+branch reads such a record: ``prepared`` adds ``_late``, a pandas UDF over the values whose id
+the plan did not know (null for every other record, so a known id's value never reaches
+Python), which looks the id up once per worker process and re-encodes the body under the
+reader schema (``spark/outputs/avro_late.py``), and the same ``from_avro`` as the known ids
+decodes it: the same Spark types. Its reason, when there is no body (an id the registry lacks,
+a writer that does not resolve), is the dead letter's. Without a registry, or with
+``lookup_new_ids=False``, a new id's records are dead letters saying so (a restart plans it
+in). The ids whose schema does not resolve are dead letters with Avro's reason either way.
 """
 
 from __future__ import annotations
@@ -181,7 +188,8 @@ class AvroValues:
         self._reader = json.dumps(marked)
         self._writers = WriterSchemas(avro, topic) if avro.resolves else None
         self._late = (LateAvro(avro.registry, self._reader, record["name"])
-                      if isinstance(avro.registry, SchemaRegistry) else None)
+                      if isinstance(avro.registry, SchemaRegistry) and avro.lookup_new_ids
+                      else None)
 
     def value(self, raw: Column) -> Column:
         return raw

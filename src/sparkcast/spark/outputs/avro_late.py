@@ -113,7 +113,13 @@ def late_avro(value: Column, late: LateAvro) -> Column:
 
     @F.pandas_udf(LATE)  # type: ignore[call-overload]
     def looked_up_late(values: pd.Series) -> pd.DataFrame:
-        convert = late.converted
-        return pd.DataFrame.from_records([convert(v) for v in values], columns=["body", "error"])
+        bodies = pd.Series(None, index=values.index, dtype=object)
+        errors = pd.Series(None, index=values.index, dtype=object)
+        present = values[values.notna()]  # a known id's row costs no Python call
+        if len(present):
+            found = [late.converted(v) for v in present]
+            bodies[present.index] = [b for b, _ in found]
+            errors[present.index] = [e for _, e in found]
+        return pd.DataFrame({"body": bodies, "error": errors})
 
     return looked_up_late(value)
