@@ -163,7 +163,7 @@ def test_an_avro_schema_that_does_not_take_the_output_is_refused_before_start(
         assert "output 'main', sink kafka(" in str(refused.value)
 
 
-def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
+def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark, capsys):
     rule = Avro(json.dumps({"type": "record", "name": "Rule", "fields": [
         {"name": "name", "type": "string"}, {"name": "limit", "type": "double"},
         {"name": "tags", "type": {"type": "array", "items": "string"}},
@@ -192,8 +192,18 @@ def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
     with pytest.warns(UserWarning, match="writer schema id 2 does not resolve"):
         assert kafka_topic(spark, "127.0.0.1:1", "t", given).columns == [
             "id", "scaled", "unit", "_corrupt_record"]
+    with pytest.raises(PipelineError, match="lookup_new_ids is about the ids a registry"):
+        Avro(READER, confluent=True, writer_schemas={1: OLD}, lookup_new_ids=False)
     with LocalSchemaRegistry("app", PASSWORD) as server:
         server.register("t-value", OLD)
+        registry = SchemaRegistry(server.url, "app", PASSWORD)
+        for lookup in (True, False):  # the workers' lookup of new ids, or no Python at all
+            kafka_topic(spark, "127.0.0.1:1", "t", Avro(
+                READER, confluent=True, registry=registry, lookup_new_ids=lookup)
+                        ).explain(extended=True)
+        live, jvm_only = capsys.readouterr().out.split("== Parsed Logical Plan ==")[1:]
+        assert "looked_up_late" in live and "from_avro" in live and PASSWORD not in live
+        assert "looked_up_late" not in jvm_only and "from_avro" in jvm_only
         for avro, message in [
             (Avro(READER, confluent=True, registry=server.url), "401"),
             (Avro(READER, confluent=True, registry=SchemaRegistry(server.url, "app", PASSWORD),
