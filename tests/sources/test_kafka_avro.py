@@ -368,6 +368,29 @@ def _rich_record(i: int, either: dict | None, **extra) -> dict:
             "either": either, **extra}
 
 
+def confluent_client(server: LocalSchemaRegistry, topic: str) -> tuple:
+    """Confluent's registry client for ``server`` (its user and ``PASSWORD``) and the
+    serialization context of ``topic``'s values."""
+    client = SchemaRegistryClient({"url": server.url, "basic.auth.user.info": f"app:{PASSWORD}"})
+    return client, SerializationContext(topic, MessageField.VALUE)
+
+
+def running(spark, frame, tmp_path, table: str):
+    """``frame`` streaming into the memory table ``table`` every half second, until stopped."""
+    return frame.writeStream.format("memory").queryName(table).option(
+        "checkpointLocation", str(tmp_path / table)).trigger(
+        processingTime="500 milliseconds").start()
+
+
+def replanned(spark, kafka_broker, topic: str, reader, tmp_path, table: str) -> dict:
+    """The topic's rows by key as a new plan reads them (one that knows every id by now),
+    the stopped query's memory table ``table`` dropped."""
+    spark.catalog.dropTempView(table)
+    frame = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
+                        metadata=["offset"])
+    return {r.key: r for r in read_all(spark, frame, tmp_path, "again")}
+
+
 def rows_of(spark, table: str, count: int, query) -> list:
     """The memory table's rows once it holds ``count`` of them (the query keeps running)."""
     deadline = time.monotonic() + 120
@@ -385,9 +408,7 @@ def test_a_version_registered_while_the_query_runs_is_read_without_a_restart(
         {"name": "source", "type": "string"}, count="int")  # int → long; source dropped
     table = f"avro_live_{uuid.uuid4().hex[:8]}"
     with LocalSchemaRegistry("app", PASSWORD) as server:
-        client = SchemaRegistryClient({"url": server.url,
-                                       "basic.auth.user.info": f"app:{PASSWORD}"})
-        context = SerializationContext(topic, MessageField.VALUE)
+        client, context = confluent_client(server, topic)
 
         def serialized(schema: str, record: dict) -> bytes:
             return AvroSerializer(client, schema)(record, context)  # registers a new version
@@ -395,11 +416,8 @@ def test_a_version_registered_while_the_query_runs_is_read_without_a_restart(
         kafka_broker.produce(topic, [("v1", serialized(v1, _rich_record(1, None)))])
         reader = Avro(reader_schema, confluent=True,
                       registry=SchemaRegistry(server.url, "app", PASSWORD))
-        frame = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
-                            metadata=["offset"])
-        query = frame.writeStream.format("memory").queryName(table).option(
-            "checkpointLocation", str(tmp_path / "live")).trigger(
-            processingTime="500 milliseconds").start()
+        query = running(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                           key="key", metadata=["offset"]), tmp_path, table)
         try:
             rows_of(spark, table, 1, query)
             late = [serialized(v2, _rich_record(2, {"l": "left"}, source="x")),
@@ -414,11 +432,9 @@ def test_a_version_registered_while_the_query_runs_is_read_without_a_restart(
             plan = capsys.readouterr().out
         finally:
             query.stop()
-        again = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
-                                            key="key", metadata=["offset"]), tmp_path, "again")
-        spark.catalog.dropTempView(table)
+        planned = replanned(spark, kafka_broker, topic, reader, tmp_path, table)
 
-    live, planned = {r.key: r for r in rows}, {r.key: r for r in again}
+    live = {r.key: r for r in rows}
     assert live == planned  # the worker's rows are the JVM's, value for value
     assert {k for k, r in live.items() if r._corrupt_record is None} == {"v1", "v2-a", "v2-b"}
     b = live["v2-b"]

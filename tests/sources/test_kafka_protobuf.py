@@ -21,9 +21,7 @@ import json
 import uuid
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DoubleType, StringType, StructField, StructType
 
@@ -34,18 +32,31 @@ from sparkcast.sources import kafka_topic
 from sparkcast.spark.outputs.kafka_values import encoded
 from sparkcast.testing.schema_registry import LocalSchemaRegistry
 from tests.protobuf_schemas import message_class, money, rules, write_set
-from tests.sources.test_kafka_avro import read_all, rows_of
+from tests.sources.test_kafka_avro import (
+    PASSWORD,
+    confluent_client,
+    read_all,
+    replanned,
+    rows_of,
+    running,
+)
 from tests.sources.test_kafka_topic import topic_name
 
 pytestmark = pytest.mark.spark
 
-PASSWORD = "pw-never-shown"
 OUTPUT = StructType([StructField("name", StringType()), StructField("limit", DoubleType()),
                      StructField("tags", ArrayType(StringType())),
                      StructField("kind", StringType())])
 COLUMNS = ["name", "limit", "tags", "kind", "price"]
 #: what Google's runtime says of the bodies that do not parse (upb's words)
 GARBAGE_ERROR = "Error parsing message with type 'shop.Rule': Wire format was corrupt"
+
+
+def _versions(tmp_path) -> tuple:
+    """Version 1's descriptor set file, and the classes of ``shop.Rule`` in versions 1 and 2."""
+    return (write_set(tmp_path / "rules.desc", money(), rules()),
+            message_class("shop.Rule", money(), rules()),
+            message_class("shop.Rule", money(), rules(2)))
 
 
 def _encoded(spark, schema: Protobuf, rows: list[tuple]) -> list[bytes]:
@@ -59,13 +70,9 @@ def test_confluents_serializer_and_sparkcast_read_and_write_each_others_records(
         spark, kafka_broker, tmp_path, capsys):
     topic = topic_name("proto-rules")
     kafka_broker.create_topic(topic)
-    v1 = write_set(tmp_path / "rules.desc", money(), rules())
-    rule1, rule2 = message_class("shop.Rule", money(), rules()), message_class(
-        "shop.Rule", money(), rules(2))
+    v1, rule1, rule2 = _versions(tmp_path)
     with LocalSchemaRegistry("app", PASSWORD) as server:
-        client = SchemaRegistryClient({"url": server.url,
-                                       "basic.auth.user.info": f"app:{PASSWORD}"})
-        context = SerializationContext(topic, MessageField.VALUE)
+        client, context = confluent_client(server, topic)
         first = ProtobufSerializer(rule1, client)(rule1(
             name="a", limit=1.5, tags=["x"], kind=1, price={"currency": "EUR", "cents": 7}),
             context)
@@ -160,23 +167,16 @@ def test_a_protobuf_version_registered_while_the_query_runs_is_read_without_a_re
         spark, kafka_broker, tmp_path, capsys):
     topic = topic_name("proto-live")
     kafka_broker.create_topic(topic)
-    v1 = write_set(tmp_path / "rules.desc", money(), rules())
-    rule1, rule2 = message_class("shop.Rule", money(), rules()), message_class(
-        "shop.Rule", money(), rules(2))
+    v1, rule1, rule2 = _versions(tmp_path)
     table = f"proto_live_{uuid.uuid4().hex[:8]}"
     with LocalSchemaRegistry("app", PASSWORD) as server:
-        client = SchemaRegistryClient({"url": server.url,
-                                       "basic.auth.user.info": f"app:{PASSWORD}"})
-        context = SerializationContext(topic, MessageField.VALUE)
+        client, context = confluent_client(server, topic)
         first = ProtobufSerializer(rule1, client)(rule1(name="a", limit=1.5, kind=1), context)
         kafka_broker.produce(topic, [("first", first)])
         reader = Protobuf("shop.Rule", v1, confluent=True,
                           registry=SchemaRegistry(server.url, "app", PASSWORD))
-        frame = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
-                            metadata=["offset"])
-        query = frame.writeStream.format("memory").queryName(table).option(
-            "checkpointLocation", str(tmp_path / "live")).trigger(
-            processingTime="500 milliseconds").start()
+        query = running(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                           key="key", metadata=["offset"]), tmp_path, table)
         try:
             rows_of(spark, table, 1, query)
             second = ProtobufSerializer(rule2, client)(rule2(  # registers version 2 now
@@ -189,11 +189,9 @@ def test_a_protobuf_version_registered_while_the_query_runs_is_read_without_a_re
             rows = rows_of(spark, table, 4, query)
         finally:
             query.stop()
-        again = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
-                                            key="key", metadata=["offset"]), tmp_path, "again")
-        spark.catalog.dropTempView(table)
+        planned = replanned(spark, kafka_broker, topic, reader, tmp_path, table)
 
-    live, planned = {r.key: r for r in rows}, {r.key: r for r in again}
+    live = {r.key: r for r in rows}
     assert live == planned  # the worker's lookup gives what the plan gives once it knows id 3
     s = live["second"]
     assert (s.name, s.limit, s.tags, s.kind, tuple(s.price), s._corrupt_record) == (
