@@ -9,9 +9,12 @@ Schema evolution with a registry (the loopback stand-in, ``sparkcast.testing.sch
 the sink registers its schema and its encoder (the one both of its writers call) frames the
 records with that id (Confluent's deserializer reads them),
 Confluent's own serializer writes more versions to the same topic, and ``kafka_topic`` decodes
-each record by its id, resolved to the reader schema; a version that does not resolve, an
-unknown id and one registered after the plan are dead letters saying why, a restart plans the
-new one in, and the registry's password is shown nowhere."""
+each record by its id, resolved to the reader schema; a version that does not resolve and an id
+the registry lacks are dead letters saying why, one registered after the plan is read by the
+workers' lookup as a new plan reads it, and the registry's password is shown nowhere. A query
+running when Confluent's serializer registers and writes version 2 reads it without a restart,
+every kind of Avro field the same as the JVM path gives it; ``lookup_new_ids=False`` keeps the
+plan free of the lookup."""
 
 from __future__ import annotations
 

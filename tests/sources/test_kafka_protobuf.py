@@ -8,7 +8,9 @@ version 1 descriptors, each id's indexes known from the registry; a wrong magic 
 cut short, an unknown id, indexes naming another message, a version without the message and a
 body that does not parse are dead letters naming topic, partition, offset and why. The sink's
 encoder registers the same file (the id Confluent's serializer got) and Confluent's deserializer
-reads what it wrote; plain descriptor-file values go both ways. The password is shown nowhere.
+reads what it wrote; plain descriptor-file values go both ways. A query running when version 2
+is registered and written reads it without a restart, as a new plan reads it. The password is
+shown nowhere.
 
 Both ways the bodies go through sparkcast's own codec (Google's protobuf runtime in the Python
 workers, ``spark/outputs/protobuf_codec.py``): there is no stand-in anywhere.
