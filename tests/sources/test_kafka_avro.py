@@ -9,14 +9,21 @@ Schema evolution with a registry (the loopback stand-in, ``sparkcast.testing.sch
 the sink registers its schema and its encoder (the one both of its writers call) frames the
 records with that id (Confluent's deserializer reads them),
 Confluent's own serializer writes more versions to the same topic, and ``kafka_topic`` decodes
-each record by its id, resolved to the reader schema; a version that does not resolve, an
-unknown id and one registered after the plan are dead letters saying why, a restart plans the
-new one in, and the registry's password is shown nowhere."""
+each record by its id, resolved to the reader schema; a version that does not resolve and an id
+the registry lacks are dead letters saying why, one registered after the plan is read by the
+workers' lookup as a new plan reads it, and the registry's password is shown nowhere. A query
+running when Confluent's serializer registers and writes version 2 reads it without a restart,
+every kind of Avro field the same as the JVM path gives it; ``lookup_new_ids=False`` keeps the
+plan free of the lookup."""
 
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
 import json
+import logging
+import time
 import uuid
 from collections import Counter
 
@@ -25,6 +32,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.errors import StreamingQueryException
+from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -158,7 +166,7 @@ def test_an_avro_schema_that_does_not_take_the_output_is_refused_before_start(
         assert "output 'main', sink kafka(" in str(refused.value)
 
 
-def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
+def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark, capsys):
     rule = Avro(json.dumps({"type": "record", "name": "Rule", "fields": [
         {"name": "name", "type": "string"}, {"name": "limit", "type": "double"},
         {"name": "tags", "type": {"type": "array", "items": "string"}},
@@ -187,8 +195,18 @@ def test_kafka_topic_reads_the_avro_records_fields_and_refuses_clashes(spark):
     with pytest.warns(UserWarning, match="writer schema id 2 does not resolve"):
         assert kafka_topic(spark, "127.0.0.1:1", "t", given).columns == [
             "id", "scaled", "unit", "_corrupt_record"]
+    with pytest.raises(PipelineError, match="lookup_new_ids is about the ids a registry"):
+        Avro(READER, confluent=True, writer_schemas={1: OLD}, lookup_new_ids=False)
     with LocalSchemaRegistry("app", PASSWORD) as server:
         server.register("t-value", OLD)
+        registry = SchemaRegistry(server.url, "app", PASSWORD)
+        for lookup in (True, False):  # the workers' lookup of new ids, or no Python at all
+            kafka_topic(spark, "127.0.0.1:1", "t", Avro(
+                READER, confluent=True, registry=registry, lookup_new_ids=lookup)
+                        ).explain(extended=True)
+        live, jvm_only = capsys.readouterr().out.split("== Parsed Logical Plan ==")[1:]
+        assert "looked_up_late" in live and "from_avro" in live and PASSWORD not in live
+        assert "looked_up_late" not in jvm_only and "from_avro" in jvm_only
         for avro, message in [
             (Avro(READER, confluent=True, registry=server.url), "401"),
             (Avro(READER, confluent=True, registry=SchemaRegistry(server.url, "app", PASSWORD),
@@ -282,39 +300,153 @@ def test_records_decode_by_their_writer_schemas_id_resolved_to_the_reader_schema
         with pytest.warns(UserWarning, match="writer schema id 4 does not resolve") as warned:
             planned = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
                                   metadata=["offset"])
-        kafka_broker.produce(topic, [  # after the plan: a new version, then a known one
+        kafka_broker.produce(topic, [  # after the plan: new versions, then a known one
             ("late", serialized(LATE, {"id": 1003, "scaled": 3.0, "note": None})),
+            ("late-bad", serialized(_scaled(scaled="string"), {"id": 1, "scaled": "x"})),
             ("after", serialized(NEW, {"id": 1004, "scaled": 4.5, "source": "y"}))])
         planned.explain(extended=True)
         rows = read_all(spark, planned, tmp_path, "planned")
-        replanned = read_all(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
-                                                 key="key", metadata=["offset"]),
-                              tmp_path, "replanned")
 
     decoded = [r for r in rows if r._corrupt_record is None]
     assert Counter((r.id, r.scaled) for r in decoded) == written + Counter(
-        {(1001, 1.5): 1, (1002, 2.5): 1, (1004, 4.5): 1})
+        {(1001, 1.5): 1, (1002, 2.5): 1, (1003, 3.0): 1, (1004, 4.5): 1})
     assert {r.unit for r in decoded} == {"eur"}  # the reader's default, in every version
     letters = {json.loads(r._corrupt_record)["key"]: json.loads(r._corrupt_record)
                for r in rows if r._corrupt_record is not None}
     offsets = {r.key: r.kafka_offset for r in rows}
     assert {k: (d["topic"], d["partition"], d["offset"]) for k, d in letters.items()} == {
-        k: (topic, 0, offsets[k]) for k in ("bad", "unknown", "late")}
+        k: (topic, 0, offsets[k]) for k in ("bad", "unknown", "late-bad")}
     assert letters["bad"]["reason"] == (
         "schema id 4 does not resolve to the reader schema Scaled: type_mismatch: reader "
         "type: long not compatible with writer type: string (at /fields/0/type)")
-    unknown = (f": not among the writer schemas of subject '{topic}-value' of the registry at "
-               f"{server.url} when the query started (ids 1, 2, 3, 4); a schema registered "
-               "since is read after a restart")
-    assert letters["unknown"]["reason"] == "schema id 99" + unknown
-    assert letters["late"]["reason"] == "schema id 5" + unknown
+    assert letters["late-bad"]["reason"] == (  # the worker's verdict, in the plan's words
+        "schema id 6 does not resolve to the reader schema Scaled: type_mismatch: reader "
+        "type: double not compatible with writer type: string (at /fields/1/type)")
+    assert letters["unknown"]["reason"] == (
+        f"schema id 99: the registry at {server.url} has no such id")  # asked by the worker
     assert base64.b64decode(letters["unknown"]["value_base64"])[:5] == b"\x00\x00\x00\x00c"
 
-    again = {r.key: r for r in replanned}  # a restart plans the new version in
-    assert (again["late"].id, again["late"].scaled, again["late"]._corrupt_record) == (
-        1003, 3.0, None)
-    assert [k for k, r in again.items() if r._corrupt_record] == ["bad", "unknown"]
     shown = [capsys.readouterr().out, *[str(w.message) for w in warned],
-             *[r._corrupt_record or "" for r in [*rows, *replanned]], repr(reader)]
+             *[r._corrupt_record or "" for r in rows], repr(reader)]
     assert not [s for s in shown if PASSWORD in s]
     assert "from_avro" in shown[0]  # the plan was shown, and decodes in the JVM
+
+
+def _rich(*extra: dict, count: str = "long", unit: bool = False) -> str:
+    """A record of every kind of Avro field spark-avro maps (``unit``: the reader's default)."""
+    inner = {"type": "record", "name": "Inner", "fields": [{"name": "x", "type": "int"}]}
+    either = ["null", {"type": "record", "name": "Left", "fields": [
+        {"name": "l", "type": "string"}]}, {"type": "record", "name": "Right", "fields": [
+            {"name": "r", "type": "string"}]}]
+    fields = [
+        {"name": "id", "type": "long"}, {"name": "count", "type": count},
+        {"name": "ratio", "type": "double"}, {"name": "label", "type": "string"},
+        {"name": "ok", "type": "boolean"}, {"name": "raw", "type": "bytes"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+        {"name": "inner", "type": inner},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "digest", "type": {"type": "fixed", "name": "Digest", "size": 4}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9,
+                                   "scale": 2}},
+        {"name": "either", "type": either, "default": None}, *extra]
+    if unit:
+        fields.append({"name": "unit", "type": "string", "default": "eur"})
+    return json.dumps({"type": "record", "name": "Rich", "namespace": "sparkcast.test",
+                       "fields": fields})
+
+
+def _rich_record(i: int, either: dict | None, **extra) -> dict:
+    return {"id": i, "count": i * 10, "ratio": i / 4, "label": f"r{i}", "ok": i % 2 == 0,
+            "raw": bytes([i, 0, 255]), "note": None if i % 2 else f"n{i}", "tags": ["a", f"t{i}"],
+            "attrs": {"k": i}, "inner": {"x": -i}, "kind": "B",
+            "digest": b"\x00\x01\x02" + bytes([i]),
+            "at": datetime.datetime(2026, 12, 2, 18, i, tzinfo=datetime.UTC),
+            "day": datetime.date(2026, 12, i), "price": decimal.Decimal(f"{i}.25"),
+            "either": either, **extra}
+
+
+def confluent_client(server: LocalSchemaRegistry, topic: str) -> tuple:
+    """Confluent's registry client for ``server`` (its user and ``PASSWORD``) and the
+    serialization context of ``topic``'s values."""
+    client = SchemaRegistryClient({"url": server.url, "basic.auth.user.info": f"app:{PASSWORD}"})
+    return client, SerializationContext(topic, MessageField.VALUE)
+
+
+def running(spark, frame, tmp_path, table: str):
+    """``frame`` streaming into the memory table ``table`` every half second, until stopped."""
+    return frame.writeStream.format("memory").queryName(table).option(
+        "checkpointLocation", str(tmp_path / table)).trigger(
+        processingTime="500 milliseconds").start()
+
+
+def replanned(spark, kafka_broker, topic: str, reader, tmp_path, table: str) -> dict:
+    """The topic's rows by key as a new plan reads them (one that knows every id by now),
+    the stopped query's memory table ``table`` dropped."""
+    spark.catalog.dropTempView(table)
+    frame = kafka_topic(spark, kafka_broker.bootstrap, topic, reader, key="key",
+                        metadata=["offset"])
+    return {r.key: r for r in read_all(spark, frame, tmp_path, "again")}
+
+
+def rows_of(spark, table: str, count: int, query) -> list:
+    """The memory table's rows once it holds ``count`` of them (the query keeps running)."""
+    deadline = time.monotonic() + 120
+    while spark.table(table).count() < count:
+        assert query.exception() is None and time.monotonic() < deadline, query.exception()
+        time.sleep(0.5)
+    return spark.table(table).collect()
+
+
+def test_a_version_registered_while_the_query_runs_is_read_without_a_restart(
+        spark, kafka_broker, tmp_path, capsys, caplog):
+    topic = topic_name("avro-live")
+    kafka_broker.create_topic(topic)
+    reader_schema, v1, v2 = _rich(unit=True), _rich(), _rich(
+        {"name": "source", "type": "string"}, count="int")  # int → long; source dropped
+    table = f"avro_live_{uuid.uuid4().hex[:8]}"
+    with LocalSchemaRegistry("app", PASSWORD) as server:
+        client, context = confluent_client(server, topic)
+
+        def serialized(schema: str, record: dict) -> bytes:
+            return AvroSerializer(client, schema)(record, context)  # registers a new version
+
+        kafka_broker.produce(topic, [("v1", serialized(v1, _rich_record(1, None)))])
+        reader = Avro(reader_schema, confluent=True,
+                      registry=SchemaRegistry(server.url, "app", PASSWORD))
+        query = running(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                           key="key", metadata=["offset"]), tmp_path, table)
+        try:
+            rows_of(spark, table, 1, query)
+            late = [serialized(v2, _rich_record(2, {"l": "left"}, source="x")),
+                    serialized(v2, _rich_record(3, {"r": "right"}, source="y"))]
+            assert {v[:5] for v in late} == {b"\x00\x00\x00\x00\x02"}  # registered mid-run
+            kafka_broker.produce(topic, [("v2-a", late[0]), ("v2-b", late[1]),
+                                         ("nope", b"\x00" + (77).to_bytes(4, "big") + late[0][5:])])
+            with caplog.at_level(logging.INFO):
+                rows = rows_of(spark, table, 4, query)
+            printed = capsys.readouterr().out
+            query.explain(extended=True)  # the running query's plan
+            plan = capsys.readouterr().out
+        finally:
+            query.stop()
+        planned = replanned(spark, kafka_broker, topic, reader, tmp_path, table)
+
+    live = {r.key: r for r in rows}
+    assert live == planned  # the worker's rows are the JVM's, value for value
+    assert {k for k, r in live.items() if r._corrupt_record is None} == {"v1", "v2-a", "v2-b"}
+    b = live["v2-b"]
+    assert (b.id, b["count"], b.unit, b.either, b.inner.x, b.price) == (
+        3, 30, "eur", Row(member0=None, member1=Row(r="right")), -3, decimal.Decimal("3.25"))
+    assert live["v2-a"].either == Row(member0=Row(l="left"), member1=None)
+    letter = json.loads(live["nope"]._corrupt_record)
+    assert (letter["topic"], letter["partition"], letter["offset"], letter["reason"]) == (
+        topic, 0, live["nope"].kafka_offset,
+        f"schema id 77: the registry at {server.url} has no such id")
+    assert "ArrowEvalPython" in plan and "from_avro" in plan
+    shown = [printed, capsys.readouterr().out, caplog.text, plan, repr(reader),
+             *[r._corrupt_record or "" for r in rows]]
+    assert not [s for s in shown if PASSWORD in s]

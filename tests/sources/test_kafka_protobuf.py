@@ -8,7 +8,9 @@ version 1 descriptors, each id's indexes known from the registry; a wrong magic 
 cut short, an unknown id, indexes naming another message, a version without the message and a
 body that does not parse are dead letters naming topic, partition, offset and why. The sink's
 encoder registers the same file (the id Confluent's serializer got) and Confluent's deserializer
-reads what it wrote; plain descriptor-file values go both ways. The password is shown nowhere.
+reads what it wrote; plain descriptor-file values go both ways. A query running when version 2
+is registered and written reads it without a restart, as a new plan reads it. The password is
+shown nowhere.
 
 Both ways the bodies go through sparkcast's own codec (Google's protobuf runtime in the Python
 workers, ``spark/outputs/protobuf_codec.py``): there is no stand-in anywhere.
@@ -18,11 +20,10 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DoubleType, StringType, StructField, StructType
 
@@ -33,18 +34,31 @@ from sparkcast.sources import kafka_topic
 from sparkcast.spark.outputs.kafka_values import encoded
 from sparkcast.testing.schema_registry import LocalSchemaRegistry
 from tests.protobuf_schemas import message_class, money, rules, write_set
-from tests.sources.test_kafka_avro import read_all
+from tests.sources.test_kafka_avro import (
+    PASSWORD,
+    confluent_client,
+    read_all,
+    replanned,
+    rows_of,
+    running,
+)
 from tests.sources.test_kafka_topic import topic_name
 
 pytestmark = pytest.mark.spark
 
-PASSWORD = "pw-never-shown"
 OUTPUT = StructType([StructField("name", StringType()), StructField("limit", DoubleType()),
                      StructField("tags", ArrayType(StringType())),
                      StructField("kind", StringType())])
 COLUMNS = ["name", "limit", "tags", "kind", "price"]
 #: what Google's runtime says of the bodies that do not parse (upb's words)
 GARBAGE_ERROR = "Error parsing message with type 'shop.Rule': Wire format was corrupt"
+
+
+def _versions(tmp_path) -> tuple:
+    """Version 1's descriptor set file, and the classes of ``shop.Rule`` in versions 1 and 2."""
+    return (write_set(tmp_path / "rules.desc", money(), rules()),
+            message_class("shop.Rule", money(), rules()),
+            message_class("shop.Rule", money(), rules(2)))
 
 
 def _encoded(spark, schema: Protobuf, rows: list[tuple]) -> list[bytes]:
@@ -58,13 +72,9 @@ def test_confluents_serializer_and_sparkcast_read_and_write_each_others_records(
         spark, kafka_broker, tmp_path, capsys):
     topic = topic_name("proto-rules")
     kafka_broker.create_topic(topic)
-    v1 = write_set(tmp_path / "rules.desc", money(), rules())
-    rule1, rule2 = message_class("shop.Rule", money(), rules()), message_class(
-        "shop.Rule", money(), rules(2))
+    v1, rule1, rule2 = _versions(tmp_path)
     with LocalSchemaRegistry("app", PASSWORD) as server:
-        client = SchemaRegistryClient({"url": server.url,
-                                       "basic.auth.user.info": f"app:{PASSWORD}"})
-        context = SerializationContext(topic, MessageField.VALUE)
+        client, context = confluent_client(server, topic)
         first = ProtobufSerializer(rule1, client)(rule1(
             name="a", limit=1.5, tags=["x"], kind=1, price={"currency": "EUR", "cents": 7}),
             context)
@@ -116,12 +126,10 @@ def test_confluents_serializer_and_sparkcast_read_and_write_each_others_records(
     offsets = {r.key: r.kafka_offset for r in rows}
     assert {k: (d["topic"], d["partition"], d["offset"]) for k, d in letters.items()} == {
         k: (topic, 0, offsets[k]) for k in bad}
-    source = f"subject '{topic}-value' of the registry at {server.url}"
     assert {k: d["reason"] for k, d in letters.items()} == {
         "bad-magic": "the first byte is 0x01, not the Confluent wire format's magic byte 0x00",
         "short": "the value has 3 bytes, fewer than the Confluent wire format's 5-byte header",
-        "unknown": f"schema id 99: not among the schemas of {source} when the query started "
-                   "(ids 2, 3, 4); a schema registered since is read after a restart",
+        "unknown": f"schema id 99: the registry at {server.url} has no such id",
         "note": "the message indexes [0] are not message shop.Rule's ([1])",
         "no-rule": "schema id 4 has no message shop.Rule",
         "garbage": "the body does not parse as the Protobuf message shop.Rule (schema id 2): "
@@ -155,3 +163,46 @@ def test_plain_protobuf_goes_both_ways_and_misfits_are_refused(spark, kafka_brok
         with pytest.raises(SinkError, match=message):
             sinks.kafka(kafka_broker.bootstrap, topic, schema=schema).check("main", columns,
                                                                             spark)
+
+
+def test_a_protobuf_version_registered_while_the_query_runs_is_read_without_a_restart(
+        spark, kafka_broker, tmp_path, capsys):
+    topic = topic_name("proto-live")
+    kafka_broker.create_topic(topic)
+    v1, rule1, rule2 = _versions(tmp_path)
+    table = f"proto_live_{uuid.uuid4().hex[:8]}"
+    with LocalSchemaRegistry("app", PASSWORD) as server:
+        client, context = confluent_client(server, topic)
+        first = ProtobufSerializer(rule1, client)(rule1(name="a", limit=1.5, kind=1), context)
+        kafka_broker.produce(topic, [("first", first)])
+        reader = Protobuf("shop.Rule", v1, confluent=True,
+                          registry=SchemaRegistry(server.url, "app", PASSWORD))
+        query = running(spark, kafka_topic(spark, kafka_broker.bootstrap, topic, reader,
+                                           key="key", metadata=["offset"]), tmp_path, table)
+        try:
+            rows_of(spark, table, 1, query)
+            second = ProtobufSerializer(rule2, client)(rule2(  # registers version 2 now
+                name="b", limit=2.5, tags=["y"], source="v2", price={"currency": "EUR",
+                                                                     "cents": 9}), context)
+            assert second[1:5] == b"\x00\x00\x00\x03"  # money.proto 1, version 1 2, this 3
+            kafka_broker.produce(topic, [
+                ("second", second), ("note", second[:5] + b"\x00" + second[7:]),
+                ("nope", b"\x00" + (99).to_bytes(4, "big") + second[5:])])
+            rows = rows_of(spark, table, 4, query)
+        finally:
+            query.stop()
+        planned = replanned(spark, kafka_broker, topic, reader, tmp_path, table)
+
+    live = {r.key: r for r in rows}
+    assert live == planned  # the worker's lookup gives what the plan gives once it knows id 3
+    s = live["second"]
+    assert (s.name, s.limit, s.tags, s.kind, tuple(s.price), s._corrupt_record) == (
+        "b", 2.5, ["y"], "BLOCK", ("EUR", 9), None)  # v2's source: skipped
+    letters = {k: json.loads(live[k]._corrupt_record) for k in ("note", "nope")}
+    assert {k: (d["topic"], d["partition"], d["offset"]) for k, d in letters.items()} == {
+        k: (topic, 0, live[k].kafka_offset) for k in letters}
+    assert {k: d["reason"] for k, d in letters.items()} == {
+        "note": "the message indexes [0] are not message shop.Rule's ([1])",
+        "nope": f"schema id 99: the registry at {server.url} has no such id"}
+    shown = [capsys.readouterr().out, *[r._corrupt_record or "" for r in rows], repr(reader)]
+    assert not [s for s in shown if PASSWORD in s]

@@ -21,7 +21,9 @@ schemas come from one of:
   each record is decoded with the writer schema its id names and resolved to ``schema`` by
   Avro's rules (defaults filled, removed fields dropped, ``int`` → ``long``); the registry's
   versions of ``subject`` (default ``<topic>-value``) are fetched once, when the query is
-  planned;
+  planned, and decoded in the JVM; a record of an id registered later is looked up by id in
+  the Python workers, once per id (``lookup_new_ids=False``: a dead letter until a restart,
+  and no Python in the query);
 - none of them: any id, every body decoded with ``schema``.
 
 Writing it, the header's id is ``schema_id``, or with ``registry`` the id the registry gives
@@ -52,7 +54,8 @@ class Avro:
     a record: its fields are the columns). ``confluent``: in Confluent's wire format, with
     the writer schemas ``schema_id``, ``writer_schemas`` (``{id: schema JSON}``) or
     ``registry`` name (a ``SchemaRegistry`` or its URL; ``subject``: where it holds them,
-    default ``<topic>-value``); see the module's docstring."""
+    default ``<topic>-value``; ``lookup_new_ids``: whether an id registered after the query
+    started is looked up by the workers, true unless given); see the module's docstring."""
 
     schema: str = field(repr=False)
     confluent: bool = False
@@ -60,11 +63,16 @@ class Avro:
     writer_schemas: Mapping[int, str] | None = field(default=None, repr=False, hash=False)
     registry: SchemaRegistry | str | None = field(default=None, repr=False)
     subject: str | None = None
+    lookup_new_ids: bool = True
 
     def __post_init__(self) -> None:
         record = self.parsed
         if isinstance(self.registry, str):
             object.__setattr__(self, "registry", SchemaRegistry(self.registry))
+        if not self.lookup_new_ids and self.registry is None:
+            raise PipelineError("lookup_new_ids is about the ids a registry holds that the "
+                                "query's plan did not know: give registry= with it, or leave "
+                                "it out")
         if not self.confluent and (self.schema_id is not None or self.writer_schemas
                                    or self.registry is not None or self.subject is not None):
             raise PipelineError("schema_id, writer_schemas, registry and subject are about the "

@@ -17,7 +17,8 @@ the single byte 0) before the body. Reading it, the ids come from one of:
 - ``schema_id``: the id every record must carry (another id is a dead letter);
 - ``registry`` (a ``SchemaRegistry`` or its URL): every version of ``subject`` (default
   ``<topic>-value``), fetched once when the query is planned, in the registry's ``serialized``
-  format with its references; without ``descriptors`` the latest version is the reader's;
+  format with its references (an id registered later is looked up by id in the Python
+  workers, once per id); without ``descriptors`` the latest version is the reader's;
 - neither: any id.
 
 Every record is decoded with the reader's message: Protobuf's own evolution (fields it does not

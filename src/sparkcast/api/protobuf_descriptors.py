@@ -143,6 +143,30 @@ def shown_indexes(data: bytes) -> str:
     return "[0]" if values == [0] else str(values[1:])
 
 
+def leading_indexes(data: bytes) -> bytes | None:
+    """The message indexes at the start of ``data`` (what follows Confluent's header), as
+    written; None when ``data`` ends before they do."""
+    at, count = 0, None
+    while count is None or count > 0:
+        value, shift = 0, 0
+        while True:
+            if at >= len(data):
+                return None
+            byte = data[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if count is None:
+            count = (value >> 1) ^ -(value & 1)  # zigzag; [0] is the count 0 alone
+            if count < 0:
+                return None
+        else:
+            count -= 1
+    return data[:at]
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while value > 0x7F:

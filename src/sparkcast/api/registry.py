@@ -2,10 +2,11 @@
 rules for reading a record written with one schema under another (schema resolution).
 
 ``SchemaRegistry`` is where the ids live: the driver asks it once per query plan (``kafka_topic``:
-every version of the topic's subject; ``sinks.kafka``: the id of the schema it writes), never
-per record, through Confluent's own client (``confluent_kafka.schema_registry``, which caches
-what it fetched). Its credentials are never shown: ``describe()`` gives the URL without user
-info, and the registry's errors are worded without them.
+every version of the topic's subject; ``sinks.kafka``: the id of the schema it writes), and a
+Python worker once per id the plan did not know (``schema_by_id``, cached per process by
+``spark/outputs/registry_lookup.py``), never per record, through Confluent's own client
+(``confluent_kafka.schema_registry``). Its credentials are never shown: ``describe()`` gives
+the URL without user info, and the registry's errors are worded without them.
 
 ``resolution_problem`` is Avro's own verdict (Apache Avro's ``ReaderWriterCompatibilityChecker``,
 the Python port of the Java ``SchemaCompatibility`` that Spark's ``from_avro`` resolves with):
@@ -75,6 +76,23 @@ class SchemaRegistry:
                 if (registered.schema.schema_type or "AVRO") == schema_type:
                     found[registered.schema_id] = registered.schema
         return found
+
+    def schema_by_id(self, schema_id: int, schema_type: str) -> Any | None:
+        """The schema registered under ``schema_id`` (Confluent's ``Schema``; Protobuf ones
+        serialized), or None when the registry answers that it has no such id (404). Any other
+        failure (the registry down, a timeout, a 5xx, a refused credential) is a
+        ``PipelineError`` worded without credentials: the caller decides whether to wait."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+        fmt = "serialized" if schema_type == "PROTOBUF" else None
+        client = self._client()
+        with _worded(self, f"looking schema id {schema_id} up"):
+            try:
+                return client.get_schema(schema_id, fmt=fmt)
+            except SchemaRegistryError as error:
+                if error.http_status_code == 404:
+                    return None
+                raise
 
     def referenced(self, subject: str, version: int) -> Any:
         """The schema a reference names (``subject``, ``version``), Protobuf ones serialized."""

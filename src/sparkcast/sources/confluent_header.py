@@ -4,6 +4,7 @@ is refused for its header, worded once for both."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from pyspark.sql import Column
@@ -29,6 +30,15 @@ def header_reasons() -> list[tuple[Column, Column]]:
         (magic != F.lit(f"{MAGIC_BYTE:02X}"),
          F.concat(F.lit("the first byte is 0x"), magic,
                   F.lit(f", not the Confluent wire format's magic byte 0x{MAGIC_BYTE:02X}")))]
+
+
+def late(known: Sequence[int]) -> Column:
+    """The value ``_v`` where its header is whole and its id is none of ``known`` (the ids the
+    plan knows), else null: what the workers look up (``kafka_values.py``,
+    ``kafka_protobuf.py``), so no other record's value reaches Python."""
+    framed = ~functools.reduce(lambda one, other: one | other, [c for c, _ in header_reasons()])
+    unknown = ~schema_id().isin(list(known)) if known else F.lit(True)
+    return F.when(framed & unknown, F.col("_v"))
 
 
 def other_id(expected: int) -> tuple[Column, Column]:

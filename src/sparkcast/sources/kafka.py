@@ -3,12 +3,14 @@ by Spark's own Kafka source (PyFlink: ``KafkaSource`` with a JSON, Avro or Proto
 deserialization schema).
 
 The value of each record is parsed into the schema's columns in the JVM (``from_json`` for
-JSON, ``from_avro`` for an ``Avro``, permissive, no Python on the hot path), or for a
-``Protobuf`` by Google's protobuf runtime in the Python workers (``kafka_protobuf.py``); see
-``kafka_values.py``. A record that does not fit never reaches the function and never stops the
-stream: it keeps its place as a ``_corrupt_record`` row holding JSON with its topic, partition,
-offset, reason, key and raw value, which sparkcast's malformed-input route
-(``spark/planning/corrupt.py``) turns into a dead letter, on either side.
+JSON, ``from_avro`` for an ``Avro``, permissive, no Python on the hot path; a record whose
+writer schema id was registered after the query started is looked up and re-encoded in the
+Python workers), or for a ``Protobuf`` by Google's protobuf runtime in the Python workers
+(``kafka_protobuf.py``); see ``kafka_values.py``. A record that does not fit never reaches
+the function and never stops the stream: it keeps its place as a ``_corrupt_record`` row
+holding JSON with its topic, partition, offset, reason, key and raw value, which sparkcast's
+malformed-input route (``spark/planning/corrupt.py``) turns into a dead letter, on either
+side.
 
 Spark's Kafka connector (and spark-avro for an ``Avro``) must be in the session: a session
 ``session()`` started gets them here, at their first use (``spark/launch/connectors.py``), and
@@ -74,8 +76,10 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
     (``schema`` a DDL string or ``StructType``), or decoded from Avro ones (``schema`` an
     ``Avro``: its record's fields are the columns; plain or Confluent-framed; with a registry
     or writer schemas, each record by the writer schema its id names, whose versions are
-    fetched here, once), or from Protobuf ones (``schema`` a ``Protobuf``: its message's fields
-    are the columns; plain or Confluent-framed, the ids from a registry fetched here, once).
+    fetched here, once; an id registered later is looked up by the workers, once per id), or
+    from Protobuf ones (``schema`` a ``Protobuf``: its message's fields are the columns; plain
+    or Confluent-framed, the ids from a registry fetched here, once, and later ones by the
+    workers).
 
     ``key`` names a string column that holds the record's key (UTF-8); a schema field of that
     name is filled from the key, which identifies the record in Kafka (compaction keeps the
@@ -122,7 +126,7 @@ def kafka_topic(spark: Any, bootstrap_servers: str, topic: str,
                        *[F.col(c) for m, c in METADATA.items() if m != "headers"],
                        *([_headers(F.col("headers")).alias("headers")]
                          if "headers" in metadata else []))
-    frame = frame.select("*", values.parsed().alias("_p"))
+    frame = values.prepared(frame).select("*", values.parsed().alias("_p"))
     struct = values.struct(frame)
     _check(struct, key, tombstone, metadata)
     if commit_offsets:

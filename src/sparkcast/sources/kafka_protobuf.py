@@ -8,8 +8,13 @@ message, as every Protobuf decoder reads them.
 Framed, the header's id says which message indexes the record must carry (the message's place
 in the version the id names, gathered once when the query is planned: ``ProtobufPlan``); the
 body starts after them, and every body is parsed with the reader's message. Spark fixes a
-streaming query's expressions when it starts, so an id registered later is a dead letter
-saying so (a restart plans it in), as is an id whose version lacks the message.
+streaming query's expressions when it starts, so with a registry the UDF is also handed the
+whole value of each record whose id the plan did not know (null for the others): the worker
+looks the id up, once per process, finds the message's indexes in that version and parses the
+body after them (``spark/outputs/protobuf_late.py``), or gives the reason there is none (an id
+the registry lacks, a version without the message, indexes naming another message). Without a
+registry an unexpected id is a dead letter saying so, as is an id of the plan whose version
+lacks the message.
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ from pyspark.sql.types import StructType
 from sparkcast.api.formats import HEADER_SIZE
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.protobuf_descriptors import shown_indexes
+from sparkcast.api.registry import SchemaRegistry
 from sparkcast.sources.confluent_header import header_reasons, other_id, schema_id, unknown_id
-from sparkcast.spark.outputs.protobuf_codec import ERROR, decoded
+from sparkcast.sources.confluent_header import late as late_values
+from sparkcast.spark.outputs.protobuf_codec import ERROR, LATE, decoded
+from sparkcast.spark.outputs.protobuf_late import LateProtobuf
 
 #: where the message indexes start (1-based, as Spark's ``substring``)
 _INDEXES_AT = HEADER_SIZE + 1
@@ -39,9 +47,14 @@ class ProtobufValues:
         self._proto = proto
         self._plan = proto.planned(topic)
         self._descriptors = self._plan.reader.data
+        self._late = (LateProtobuf(proto.registry, proto.message)
+                      if isinstance(proto.registry, SchemaRegistry) else None)
 
     def value(self, raw: Column) -> Column:
         return raw
+
+    def prepared(self, frame: DataFrame) -> DataFrame:
+        return frame
 
     def parsed(self) -> Column:
         value = F.col("_v")
@@ -51,13 +64,20 @@ class ProtobufValues:
         return self._decoded(value.substr(start, F.length(value)))
 
     def _decoded(self, body: Column) -> Column:
+        late = None
+        if self._late is not None:  # the whole value where the plan did not know the id
+            late = (late_values(self._known_ids()), self._late)
         return decoded(body, self._proto.message, self._descriptors, self._proto.emit_defaults,
-                       self._proto.enums_as_ints)
+                       self._proto.enums_as_ints, late)
+
+    def _known_ids(self) -> list[int]:
+        """The ids the plan knows, with or without the message."""
+        return sorted([*(self._plan.expected or {}), *self._plan.refused])
 
     def struct(self, frame: DataFrame) -> StructType:
         parsed = frame.schema["_p"].dataType
         assert isinstance(parsed, StructType)
-        return StructType([f for f in parsed.fields if f.name != ERROR])
+        return StructType([f for f in parsed.fields if f.name not in (ERROR, LATE)])
 
     def reasons(self) -> list[tuple[Column, Column]]:
         message = self._proto.message
@@ -71,11 +91,19 @@ class ProtobufValues:
             found.append(other_id(self._proto.schema_id))
         if plan.expected is not None:
             found += [(schema_id() == F.lit(i), F.lit(why)) for i, why in plan.refused.items()]
-            found.append(unknown_id([*plan.expected, *plan.refused], f"schemas of {plan.source}"))
+            if self._late is not None:  # the worker's lookup says why
+                late = F.col("_p").getField(LATE)
+                found.append((late.isNotNull(), late))
+            else:
+                found.append(unknown_id([*plan.expected, *plan.refused],
+                                        f"schemas of {plan.source}"))
         expected = self._by_id(plan.expected, plan.indexes)
         shown = self._by_id({i: shown_indexes(b) for i, b in (plan.expected or {}).items()},
                             shown_indexes(plan.indexes))
-        found.append((F.col("_v").substr(F.lit(_INDEXES_AT), F.length(expected)) != expected,
+        wrong = F.col("_v").substr(F.lit(_INDEXES_AT), F.length(expected)) != expected
+        if self._late is not None:  # a late id's indexes are checked by its lookup
+            wrong = F.when(schema_id().isin(self._known_ids()), wrong)
+        found.append((wrong,
                       F.concat(F.lit("the message indexes "), _record_indexes(),
                                F.lit(f" are not message {message}'s ("), shown, F.lit(")"))))
         found.append((error.isNotNull(), F.concat(

@@ -23,8 +23,15 @@ checked against the reader schema by Avro's rules (``api/registry.py``). The bod
 a CASE on the header's id over one ``from_avro(body, writer, {"avroSchema": reader})`` per id
 that resolves: spark-avro reads with the writer schema and resolves to the reader's, in the
 JVM. Spark fixes a streaming query's expressions when it starts, so an id first registered
-later is not among them: its records are dead letters saying so (a restart plans it in), as
-are the ids whose schema does not resolve, with Avro's reason.
+later is not among them. With a registry (and ``lookup_new_ids``, the default) the CASE's last
+branch reads such a record: ``prepared`` adds ``_late``, a pandas UDF over the values whose id
+the plan did not know (null for every other record, so a known id's value never reaches
+Python), which looks the id up once per worker process and re-encodes the body under the
+reader schema (``spark/outputs/avro_late.py``), and the same ``from_avro`` as the known ids
+decodes it: the same Spark types. Its reason, when there is no body (an id the registry lacks,
+a writer that does not resolve), is the dead letter's. Without a registry, or with
+``lookup_new_ids=False``, a new id's records are dead letters saying so (a restart plans it
+in). The ids whose schema does not resolve are dead letters with Avro's reason either way.
 """
 
 from __future__ import annotations
@@ -40,8 +47,15 @@ from sparkcast.api.formats import HEADER_SIZE, Avro, spark_avro_missing
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.api.registry import SchemaRegistry, resolution_problem
 from sparkcast.errors import PipelineError, warn
-from sparkcast.sources.confluent_header import header_reasons, other_id, schema_id, unknown_id
+from sparkcast.sources.confluent_header import (
+    header_reasons,
+    late,
+    other_id,
+    schema_id,
+    unknown_id,
+)
 from sparkcast.sources.kafka_protobuf import ProtobufValues
+from sparkcast.spark.outputs.avro_late import LateAvro, late_avro
 from sparkcast.spark.planning.corrupt import CORRUPT_COLUMN
 
 #: the field the Avro reader schema adds, true in every record that decoded
@@ -52,6 +66,7 @@ class ValueReader(Protocol):
     """One way of reading values (see the module's docstring)."""
 
     def value(self, raw: Column) -> Column: ...
+    def prepared(self, frame: DataFrame) -> DataFrame: ...
     def parsed(self) -> Column: ...
     def struct(self, frame: DataFrame) -> StructType: ...
     def reasons(self) -> list[tuple[Column, Column]]: ...
@@ -66,6 +81,9 @@ class JsonValues:
 
     def value(self, raw: Column) -> Column:
         return raw.cast("string")
+
+    def prepared(self, frame: DataFrame) -> DataFrame:
+        return frame
 
     def parsed(self) -> Column:
         with_corrupt = StructType([*[StructField(f.name, f.dataType, True)
@@ -116,14 +134,22 @@ class WriterSchemas:
                      f"the reader schema {avro.parsed['name']} ({problem}); its records "
                      "become dead letters")
 
-    def reasons(self, record: str) -> list[tuple[Column, Column]]:
+    def known(self) -> list[int]:
+        """The ids the plan knows, whether their schema resolves or not."""
+        return sorted([*self.resolving, *self.refused])
+
+    def reasons(self, record: str, lookup: bool) -> list[tuple[Column, Column]]:
         """Why a record of Avro record ``record`` does not decode, in order: its id's schema
-        does not resolve, the id is unknown to the plan, the body does not decode."""
+        does not resolve, the id is unknown to the plan (``lookup``: the worker's lookup of it
+        says why, ``_late.error``), the body does not decode."""
         found = [(schema_id() == F.lit(refused), F.lit(
             f"schema id {refused} does not resolve to the reader schema {record}: {problem}"))
             for refused, problem in self.refused.items()]
-        found.append(unknown_id([*self.resolving, *self.refused],
-                                f"writer schemas of {self._source}"))
+        if lookup:
+            error = F.col("_late").getField("error")
+            found.append((error.isNotNull(), error))
+        else:
+            found.append(unknown_id(self.known(), f"writer schemas of {self._source}"))
         found.append((F.col("_p").getField(DECODED).isNull(), F.concat(
             F.lit("the value does not decode with writer schema id "), schema_id().cast("string"),
             F.lit(f" (read as the Avro record {record})"))))
@@ -161,9 +187,21 @@ class AvroValues:
                                        {"name": DECODED, "type": "boolean", "default": True}]}
         self._reader = json.dumps(marked)
         self._writers = WriterSchemas(avro, topic) if avro.resolves else None
+        self._late = (LateAvro(avro.registry, self._reader, record["name"])
+                      if isinstance(avro.registry, SchemaRegistry) and avro.lookup_new_ids
+                      else None)
 
     def value(self, raw: Column) -> Column:
         return raw
+
+    def prepared(self, frame: DataFrame) -> DataFrame:
+        """With a registry, ``_late``: the values of ids the plan did not know, looked up in
+        the Python workers (``avro_late.py``); every other record gives it a null, so its
+        value never reaches Python."""
+        if self._late is None or self._writers is None:
+            return frame
+        return frame.select("*", late_avro(late(self._writers.known()), self._late)
+                            .alias("_late"))
 
     def parsed(self) -> Column:
         value = F.col("_v")
@@ -173,12 +211,16 @@ class AvroValues:
             return self._decoded(body, self._avro.schema)
         branches = [(schema_id() == F.lit(i), self._decoded(body, w))
                     for i, w in self._writers.resolving.items()]
-        if not branches:  # no id resolves: every record is a dead letter (struct of nulls)
+        if self._late is not None:  # an id the plan did not know: its body, re-encoded
+            otherwise = self._decoded(F.col("_late").getField("body"), self._reader)
+            if not branches:
+                return otherwise
+        elif not branches:  # no id resolves: every record is a dead letter (struct of nulls)
             return F.when(F.lit(False), self._decoded(body, self._avro.schema))
         chain = F.when(*branches[0])
         for condition, decoded in branches[1:]:
             chain = chain.when(condition, decoded)
-        return chain
+        return chain if self._late is None else chain.otherwise(otherwise)
 
     def _decoded(self, body: Column, writer: str) -> Column:
         from pyspark.sql.avro.functions import from_avro
@@ -198,7 +240,8 @@ class AvroValues:
     def reasons(self) -> list[tuple[Column, Column]]:
         found = header_reasons() if self._avro.confluent else []
         if self._writers is not None:
-            return [*found, *self._writers.reasons(self._avro.parsed["name"])]
+            return [*found, *self._writers.reasons(self._avro.parsed["name"],
+                                                   self._late is not None)]
         if self._avro.schema_id is not None:
             found.append(other_id(self._avro.schema_id))
         found.append((F.col("_p").getField(DECODED).isNull(),

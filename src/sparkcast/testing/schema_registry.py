@@ -11,7 +11,8 @@ Avro and Protobuf schemas (``schemaType``, ``references``):
 subjects too), ``POST /subjects/{subject}`` (look a schema up), ``GET /subjects``,
 ``GET /subjects/{subject}/versions``, ``GET /subjects/{subject}/versions/{version|latest}``
 and ``GET /schemas/ids/{id}``, with the registry's JSON error bodies (``error_code``,
-``message``) and, when given credentials, HTTP basic auth (401 otherwise). It checks no
+``message``) and, when given credentials, HTTP basic auth (401 otherwise); ``down = True``
+answers 503 until set back. It checks no
 compatibility between versions (Confluent's default, ``BACKWARD``, would refuse some
 registrations this one takes), converts no schema between formats (a Protobuf schema is
 answered as it was registered, whatever ``?format=`` asks: Confluent's clients register the
@@ -31,7 +32,9 @@ from urllib.parse import unquote, urlsplit
 
 
 class LocalSchemaRegistry:
-    """The stand-in registry on ``127.0.0.1`` at a free port (``url``), in a daemon thread."""
+    """The stand-in registry on ``127.0.0.1`` at a free port (``url``), in a daemon thread;
+    while ``down`` is true it answers every request 503 (an outage, for tests of a client's
+    waiting)."""
 
     def __init__(self, username: str | None = None, password: str | None = None) -> None:
         self._auth = (None if username is None else
@@ -39,6 +42,7 @@ class LocalSchemaRegistry:
         self._lock = threading.Lock()
         self._schemas: list[dict[str, Any]] = []  # id - 1 → schema, schemaType, references
         self._subjects: dict[str, list[int]] = {}  # subject → ids, by version
+        self.down = False
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
@@ -85,6 +89,8 @@ class LocalSchemaRegistry:
     def answer(self, method: str, path: str, body: Any, authorization: str | None
                ) -> tuple[int, Any]:
         """The status and JSON body the registry answers a request with."""
+        if self.down:
+            return 503, _error(50301, "Service Unavailable")
         if self._auth is not None and authorization != self._auth:
             return 401, _error(40101, "Unauthorized")
         parts = [unquote(p) for p in path.strip("/").split("/")]

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from sparkcast.errors import PipelineError
+from sparkcast.spark.outputs.protobuf_late import LateProtobuf
 from sparkcast.spark.outputs.protobuf_rows import (
     DURATION,
     TIMESTAMP,
@@ -42,6 +43,8 @@ from sparkcast.spark.outputs.protobuf_rows import (
 #: the field of a decoded struct that holds the runtime's error (null: the body parsed); no
 #: Protobuf field can be named so (a field's name is an identifier)
 ERROR = "sparkcast:error"
+#: the field that holds why a value of an id the plan did not know has no body (``decoded``)
+LATE = "sparkcast:late"
 
 _C = FieldDescriptor
 _SCALARS: dict[int, T.DataType] = {
@@ -84,20 +87,39 @@ def _value_type(field: Any, ints: bool, seen: tuple[str, ...]) -> T.DataType:
                          for f in field.message_type.fields])
 
 
-def decoded(body: Column, message: str, descriptors: bytes, emit: bool, enums_as_ints: bool
-            ) -> Column:
+def decoded(body: Column, message: str, descriptors: bytes, emit: bool, enums_as_ints: bool,
+            late: tuple[Column, LateProtobuf] | None = None) -> Column:
     """``body`` (binary) parsed as ``message``: a struct of its fields, then ``ERROR``, the
-    runtime's error where it did not parse (its fields then null)."""
-    struct = T.StructType([*message_struct(message, descriptors, enums_as_ints).fields,
-                           T.StructField(ERROR, T.StringType())])
+    runtime's error where it did not parse (its fields then null). With ``late`` (a column of
+    whole values, null but where the plan did not know the id, and their ``LateProtobuf``),
+    such a value's body is found by looking its id up (``protobuf_late.py``), and ``LATE``
+    follows, the reason where there is none."""
+    fields = message_struct(message, descriptors, enums_as_ints).fields
+    if late is None:
+        struct = T.StructType([*fields, T.StructField(ERROR, T.StringType())])
+        names = struct.fieldNames()
+
+        @F.pandas_udf(struct)  # type: ignore[call-overload]
+        def decode(bodies: pd.Series) -> pd.DataFrame:
+            row = Decoder(message, descriptors, emit, enums_as_ints).row
+            return pd.DataFrame.from_records([row(b) for b in bodies], columns=names)
+
+        return decode(body)
+    values, lookup = late
+    struct = T.StructType([*fields, T.StructField(ERROR, T.StringType()),
+                           T.StructField(LATE, T.StringType())])
     names = struct.fieldNames()
 
     @F.pandas_udf(struct)  # type: ignore[call-overload]
-    def decode(bodies: pd.Series) -> pd.DataFrame:
+    def decode_late(bodies: pd.Series, whole: pd.Series) -> pd.DataFrame:
         row = Decoder(message, descriptors, emit, enums_as_ints).row
-        return pd.DataFrame.from_records([row(b) for b in bodies], columns=names)
+        found = [(b, None) if v is None else lookup.body(v) for b, v in zip(bodies, whole,
+                                                                         strict=True)]
+        return pd.DataFrame.from_records(
+            [(*row(b), None) if why is None else (*row(None), why) for b, why in found],
+            columns=names)
 
-    return decode(body)
+    return decode_late(body, values)
 
 
 def encoded(row: Column, message: str, descriptors: bytes) -> Column:
