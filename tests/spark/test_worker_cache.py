@@ -5,14 +5,15 @@ of any section goes first, and an entry heavier than the bound is not kept."""
 from __future__ import annotations
 
 from sparkcast.spark.execution import engines, static_side  # noqa: F401 - their sections
-from sparkcast.spark.outputs import kafka_transactions  # noqa: F401
+from sparkcast.spark.outputs import avro_late, kafka_transactions, registry_lookup  # noqa: F401
 from sparkcast.spark.state import backend, blobs, snapshots, store_backend  # noqa: F401
 from sparkcast.spark.state.worker_cache import WORKER, WorkerCache
 
 
 def test_every_cache_of_a_worker_is_a_section_of_the_one_cache_with_its_rule():
     assert set(WORKER.sections) == {"engines", "warm state", "snapshots", "static sides",
-                                    "operator broadcast", "blobs", "kept producers"}
+                                    "operator broadcast", "blobs", "kept producers",
+                                    "registry schemas", "Avro readers"}
     assert all("taken while" in section.rule for section in WORKER.sections.values())
     assert "lineage token" in WORKER.sections["warm state"].rule
 

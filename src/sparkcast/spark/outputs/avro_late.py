@@ -28,6 +28,7 @@ from pyspark.sql import types as T
 
 from sparkcast.api.registry import SchemaRegistry, resolution_problem
 from sparkcast.spark.outputs.registry_lookup import looked_up
+from sparkcast.spark.state.worker_cache import WORKER
 
 #: what ``late_avro`` gives per value: the body under the reader schema, or the reason
 LATE = T.StructType([T.StructField("body", T.BinaryType()), T.StructField("error", T.StringType())])
@@ -86,16 +87,18 @@ def writer_schema(schema: Any | None, schema_id: int, reader: str, record: str,
     return fastavro.parse_schema(_plain(json.loads(schema.schema_str)), named_schemas={})
 
 
-_READERS: dict[str, Any] = {}
+_READERS = WORKER.section("Avro readers", "taken while its key (the reader schema's JSON) matches")
 
 
 def _reader_of(reader: str) -> Any:
-    """fastavro's parsed reader schema, once per process."""
-    if reader not in _READERS:
+    """fastavro's parsed reader schema, once per process (while the worker's bound keeps it)."""
+    parsed = _READERS.get(reader)
+    if parsed is None:
         import fastavro
 
-        _READERS[reader] = fastavro.parse_schema(_plain(json.loads(reader)), named_schemas={})
-    return _READERS[reader]
+        parsed = _READERS.put(reader,
+                              fastavro.parse_schema(_plain(json.loads(reader)), named_schemas={}))
+    return parsed
 
 
 def _plain(schema: Any) -> Any:

@@ -25,12 +25,15 @@ from typing import Any, TypeVar
 
 from sparkcast.api.registry import SchemaRegistry
 from sparkcast.errors import PipelineError
+from sparkcast.spark.state.worker_cache import WORKER
 
 #: the first wait after a failed attempt, and the longest (the wait doubles in between)
 FIRST_WAIT, LONGEST_WAIT = 0.5, 30.0
 
 _LOG = logging.getLogger(__name__)
-_FOUND: dict[tuple[Any, ...], Any] = {}
+_FOUND = WORKER.section(
+    "registry schemas", "taken while its key (registry, type, reader, id) matches: a registry "
+    "never gives an id another schema")
 
 Derived = TypeVar("Derived")
 
@@ -41,9 +44,9 @@ def looked_up(registry: SchemaRegistry, schema_id: int, schema_type: str,
     ``AVRO``, ``PROTOBUF``; None when the registry has no such id), asked once per process
     and ``key`` (what else ``derive`` depends on: the reader schema, the message)."""
     cached = (registry.describe(), schema_type, key, schema_id)
-    if cached not in _FOUND:
-        _FOUND[cached] = derive(_answer(registry, schema_id, schema_type))
-    found: Derived = _FOUND[cached]
+    found: Derived | None = _FOUND.get(cached)
+    if found is None:
+        found = _FOUND.put(cached, derive(_answer(registry, schema_id, schema_type)))
     return found
 
 

@@ -2,7 +2,8 @@
 
 A worker keeps what is costly to make again: the subtasks' engines (``open`` once, not once per
 micro-batch), their decoded keyed state after a commit, decoded broadcast state, and Kafka
-producers whose transactional ids it initialised. Each kind is a :class:`Section` of the one
+producers whose transactional ids it initialised, the schemas a registry gave for ids the
+plan did not know. Each kind is a :class:`Section` of the one
 :data:`WORKER` cache, and each section states its invalidation rule (``Section.rule``), which
 the module that owns the values carries out where it reads them:
 
@@ -24,6 +25,10 @@ operator broadcast        its key (pipeline, descriptor, broadcast version) matc
 blobs (``blobs``)         its key (store, sha-256, classes) matches: content-addressed
 kept producers            its transactional id was not initialised again, and its last write
 (``kafka_transactions``)  did not fail (either drops it)
+registry schemas          its key (registry, type, reader, id) matches: a registry never gives
+(``registry_lookup``)     an id another schema
+Avro readers              its key (the reader schema's JSON) matches
+(``avro_late``)
 ========================  ====================================================================
 
 The bound (``WORKER_BOUND``; ``SPARKCAST_WORKER_CACHE`` sets it) counts weights, not entries:
