@@ -47,10 +47,14 @@ $(STAMP): pyproject.toml
 	@$(PY) -m sparkcast.testing.postgres install  # initdb/pg_ctl and the JDBC jar, via apt-get
 	@touch $(STAMP)
 
-# lint and types first (seconds), then the suite; after it, its cost per file, its fresh JVMs
-# and its wall time against the 25-minute budget (tests/suite_cost.py), kept in .test-results/
+# lint and types first (seconds), then the suite: its files two at a time (pytest-xdist, a
+# file's tests together in one worker), then the standalone cluster's tests alone (marker
+# solo); after it, its cost per file, its fresh JVMs and its wall time against the 25-minute
+# budget (tests/suite_cost.py), both parts in one table, kept in .test-results/
 test: install lint
-	$(PY) -m pytest -q --junitxml=.test-results/junit.xml
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not solo" --junitxml=.test-results/junit.xml
+	$(PY) -m pytest -q -m solo --junitxml=.test-results/junit-solo.xml \
+	    --cost-after=.test-results/durations.json
 
 # the inner loop: lint, types and every test that needs no JVM (under 3 minutes); CI runs `test`
 check: install lint

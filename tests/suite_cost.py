@@ -39,6 +39,8 @@ RESULTS = Path(".test-results")
 #: fixtures that start a JVM (the shared Spark session, the Kafka broker, the standalone cluster)
 JVM_FIXTURES = frozenset({"spark", "kafka_broker", "cluster"})
 JVM_MARKERS = frozenset({"spark", "fresh_jvm"})
+#: the fixture whose tests run alone, after the parallel part (marker ``solo``)
+SOLO_FIXTURE = "cluster"
 _PHASES = ("setup", "call", "teardown")
 
 
@@ -55,24 +57,25 @@ class FileCost:
 class SuiteCost:
     """Adds up each report's duration by file and phase; prints and saves them at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: Path | None = None) -> None:
         self.started = time.monotonic()
         self.files: dict[str, FileCost] = defaultdict(FileCost)
         self.fresh: dict[str, float] = defaultdict(float)
-        self.fresh_ids: set[str] = set()
-
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.fresh_ids = {i.nodeid for i in items if i.get_closest_marker("fresh_jvm")}
+        #: the wall time of the earlier run this one goes on from (``--cost-after``)
+        self.earlier_wall = 0.0
+        if earlier is not None:
+            self.earlier_wall = load(earlier, self.files, self.fresh)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # the report's keywords carry its markers, also from a pytest-xdist worker
         cost = self.files[report.nodeid.split("::")[0]]
         cost.tests.add(report.nodeid)
         cost.seconds[report.when] += report.duration
-        if report.nodeid in self.fresh_ids:
+        if "fresh_jvm" in report.keywords:
             self.fresh[report.nodeid] += report.duration
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        wall = time.monotonic() - self.started
+        wall = self.earlier_wall + time.monotonic() - self.started
         if not self.files:
             return
         write = terminalreporter.write_line
@@ -120,6 +123,19 @@ def save(files: dict[str, FileCost], fresh: dict[str, float], wall: float) -> No
     (RESULTS / "durations.json").write_text(json.dumps(figures, indent=1, sort_keys=True))
 
 
+def load(path: Path, files: dict[str, FileCost], fresh: dict[str, float]) -> float:
+    """An earlier run's saved figures added into ``files`` and ``fresh``; its wall time."""
+    figures = json.loads(path.read_text())
+    for name, saved in figures["files"].items():
+        cost = files[name]
+        cost.tests.update(f"{name}::#{i}" for i in range(saved["tests"]))
+        for phase in _PHASES:
+            cost.seconds[phase] += saved.get(phase, 0.0)
+    for nodeid, seconds in figures["fresh_jvm"].items():
+        fresh[nodeid] += seconds
+    return float(figures["wall_seconds"])
+
+
 def needs_jvm(item: pytest.Item) -> bool:
     fixtures = set(getattr(item, "fixturenames", ()))
     return bool(fixtures & JVM_FIXTURES) or any(item.get_closest_marker(m) for m in JVM_MARKERS)
@@ -157,12 +173,26 @@ class NoJvm:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--no-jvm", action="store_true",
                      help="run only the tests that need no JVM (make check)")
+    parser.addoption("--cost-after", type=Path, default=None,
+                     help="a durations.json this run goes on from: one table and one budget "
+                          "line for both (make test's solo part after its parallel part)")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The standalone cluster's tests are ``solo``: their jobs hold a moment on two one-core
+    workers, which a second test beside them on 2 cores makes them miss."""
+    for item in items:
+        if SOLO_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.solo)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fresh_jvm: starts a JVM of its own (a subprocess that "
                                        "runs Spark, a cluster, a killed pipeline)")
-    config.pluginmanager.register(SuiteCost(), "suite_cost")
+    config.addinivalue_line("markers", "solo: runs after the parallel part of make test, alone "
+                                       "on the machine (the standalone cluster's tests)")
+    config.pluginmanager.register(SuiteCost(config.getoption("--cost-after")), "suite_cost")
     if config.getoption("--no-jvm"):
         config.pluginmanager.register(NoJvm(), "no_jvm")
 
