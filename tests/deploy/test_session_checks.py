@@ -10,7 +10,7 @@ import pytest
 
 from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor
 from sparkcast.errors import PipelineError
-from sparkcast.spark import Stream
+from sparkcast.spark import Stream, session
 from sparkcast.spark.environment import (
     ROCKSDB,
     STATE_STORE,
@@ -81,6 +81,16 @@ def test_spark_default_200_partitions_give_the_cores_as_parallelism_and_a_warnin
     assert result.plan.parallelism == 2
     with setting(spark, "spark.sql.shuffle.partitions", "3"):
         assert default_parallelism(spark) == 3  # a chosen value is kept
+
+
+def test_session_again_keeps_the_running_sessions_settings_and_applies_only_its_conf(spark):
+    key = "spark.sql.streaming.numRecentProgressUpdates"
+    with setting(spark, key, "100"):
+        assert session(conf={key: "7"}) is spark
+        assert spark.conf.get(key) == "7"
+    # sparkcast's defaults (4 partitions) are for a session it starts, not for this one
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    assert default_parallelism(spark) == 2
 
 
 def test_a_local_checkpoint_with_a_remote_master_is_refused(spark, tmp_path):

@@ -34,6 +34,10 @@
 * logs stay at Spark's own level with only known noise silenced (``quiet.py``);
   ``metrics_port`` serves the Prometheus endpoint (``observe/prometheus.py``).
 
+A session already running in this process (a notebook's, the shell's) is returned with only
+``conf`` (and ``ui``) applied: Spark's ``getOrCreate`` would set every default above on it, so a
+second ``session()`` would change the shuffle partitions of a session the user had chosen.
+
 ``remote="sc://host:15002"`` (or ``"local"``) makes a Spark Connect session instead: only the
 SQL settings apply (the server owns the rest); a ``local`` server is started by this process
 and inherits ``PYSPARK_PYTHON``.
@@ -84,16 +88,16 @@ def session(
     ``packages`` names connectors (``kafka``, ``avro``, ``delta``) to resolve as the JVM starts
     rather than at their first use (a pip install; ignored on Spark Connect)."""
     check_pyspark()
-    settings = {**DEFAULTS, **({"spark.ui.enabled": "true"} if ui else {}),
-                **{k: str(v) for k, v in (conf or {}).items()}}
-    spark = (_connect(remote, app_name, settings) if remote is not None
-             else _classic(master, app_name, settings, quiet, tuple(packages)))
+    given = {**({"spark.ui.enabled": "true"} if ui else {}),
+             **{k: str(v) for k, v in (conf or {}).items()}}
+    spark = (_connect(remote, app_name, {**DEFAULTS, **given}) if remote is not None
+             else _classic(master, app_name, given, quiet, tuple(packages)))
     if metrics_port is not None:
         serve_metrics(spark, metrics_port, metrics_host)
     return spark
 
 
-def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool,
+def _classic(master: str, app_name: str, given: dict[str, str], quiet: bool,
              packages: tuple[str, ...]) -> Any:
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -101,10 +105,13 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool,
     from pyspark.sql import SparkSession
 
     launched = "PYSPARK_GATEWAY_PORT" not in os.environ  # else spark-submit started us
+    fresh = SparkSession.getActiveSession() is None
+    settings = {**DEFAULTS, **given} if fresh else dict(given)
+    starts = launched and fresh
     added: list[str] = []
-    if launched and SparkSession.getActiveSession() is None:  # jars join a JVM when it starts
+    if starts:  # jars join a JVM when it starts
         settings, added = with_connectors(settings, packages)
-    if quiet and launched:
+    if quiet and starts:
         settings["spark.driver.extraJavaOptions"] = java_options(settings)
     builder = SparkSession.builder.appName(app_name)
     if launched:  # under spark-submit its --master wins
@@ -112,7 +119,7 @@ def _classic(master: str, app_name: str, settings: dict[str, str], quiet: bool,
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
-        if quiet and launched and SparkSession.getActiveSession() is None:
+        if quiet and starts:
             start_filtered_context(master, app_name, settings)
         return builder.getOrCreate()
     except Exception as error:
