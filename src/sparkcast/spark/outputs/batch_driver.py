@@ -41,6 +41,7 @@ from sparkcast.spark.execution.batch_sides import query_of, side_partitions
 from sparkcast.spark.execution.streamed import MicroBatchOutputs
 from sparkcast.spark.layout import BROADCAST_SIDE
 from sparkcast.spark.plan import RuntimePlan
+from sparkcast.spark.planning.file_splits import fix_splits
 from sparkcast.spark.planning.shapes import batch_outputs, input_writer, refuse_other_state
 
 #: what Spark's ``StreamExecution.isInterruptionException`` takes for a stop: a Py4J error
@@ -129,18 +130,24 @@ def start(plan: RuntimePlan, tagged: Callable[[], DataFrame], consumer: BatchCon
     driver = BatchDriver(plan, checkpoint_location, consumer)
     if driver.outputs is not None:
         refuse_other_state(plan, checkpoint_location)
-        writer = input_writer(plan)
+        assert plan.streamed_input is not None
+        frame, writer = plan.streamed_input, input_writer(plan)
     else:
-        writer = tagged().writeStream
-    return start_query(writer.foreachBatch(driver)
-                       .option("checkpointLocation", checkpoint_location), trigger, query_name)
+        frame = tagged()
+        writer = frame.writeStream
+    return start_query(frame, writer.foreachBatch(driver), checkpoint_location, trigger,
+                       query_name)
 
 
-def start_query(stream: DataStreamWriter, trigger: dict[str, Any] | None,
-                query_name: str | None) -> StreamingQuery:
-    """Start ``stream`` with the user's trigger and query name (either may be left out)."""
+def start_query(frame: DataFrame, stream: DataStreamWriter, checkpoint_location: str,
+                trigger: dict[str, Any] | None, query_name: str | None) -> StreamingQuery:
+    """Start ``stream``, the writer of ``frame``, on its checkpoint with the user's trigger and
+    query name (either may be left out), its file sources cut as the checkpoint's first start
+    cut them."""
+    stream = stream.option("checkpointLocation", checkpoint_location)
     if query_name:
         stream = stream.queryName(query_name)
     if trigger:
         stream = stream.trigger(**trigger)
+    fix_splits(frame, checkpoint_location)
     return stream.start()

@@ -64,10 +64,10 @@ def _spark_file_sink(outputs: TaggedOutputs, path: str, checkpoint_location: str
     # the batch Spark's repartition added (rescale_in_place) wrote no output
     CommitLog(path, session_interval(outputs.plan.spark)).fill(
         checkpoint_files.committed_batches(checkpoint_location))
+    frame = partitioned(outputs.tagged)
     return batch_driver.start_query(
-        partitioned(outputs.tagged).writeStream.format(format).partitionBy(OUTPUT)
-        .outputMode("append").option("path", path)
-        .option("checkpointLocation", checkpoint_location), trigger, query_name)
+        frame, frame.writeStream.format(format).partitionBy(OUTPUT).outputMode("append")
+        .option("path", path), checkpoint_location, trigger, query_name)
 
 
 def _files_writer(outputs: TaggedOutputs, path: str, checkpoint_location: str, format: str,

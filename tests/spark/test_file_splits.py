@@ -1,0 +1,180 @@
+"""A replay of a micro-batch cuts its files as the first attempt did (``planning/file_splits.py``).
+
+Micro-batch 1 reads two files, A (60 rows of key ``k``) and B (12 rows), with
+``openCostInBytes`` so low that the batch's bytes over the cores decide the blocks: on 2 cores A
+is cut in two and read before B; on 4 the last quarter of A, shorter than B, is read after it.
+The query commits the batch's outputs to Kafka (``sinks.kafka``, exactly once); Spark's own
+commit of it is then removed (a kill between the two), and the query restarts on a session with
+4 cores, as after a lost executor: the replay skips the parts Kafka has and runs the pattern
+again for the state. The function emits each row with the id its key saw before: an
+order-dependent function, whose outputs are one unbroken chain only when the state after the
+replay is the state that produced the committed outputs. (Spark's file sink skips a committed
+batch without running it, so the state stays the first attempt's there.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import Row
+from pyspark.sql import functions as F
+
+from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, ValueStateDescriptor, sinks
+from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.spark import Stream
+from sparkcast.spark.planning.file_splits import MIN_PARTITIONS, RECORD, fix_splits
+from sparkcast.spark.state import checkpoint_files
+from sparkcast.testing import KeyedBroadcastHarness
+from tests.spark.differential import write_batch_file
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.filterwarnings("ignore:the (main|broadcast) input reads JSON")]
+LAST = ValueStateDescriptor("last", str)
+RULES = MapStateDescriptor("rules", str, int)
+EVENTS = "k string, id string"
+OUTPUT = "k string, id string, previous string"
+CORES = "spark.sql.leafNodeDefaultParallelism"
+OPEN_COST = {"spark.sql.files.openCostInBytes": "1"}
+
+
+class Previous(KeyedBroadcastProcessFunction):
+    """Each row with the id its key saw before it."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.last = runtime_context.get_state(LAST)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield value["k"], value["id"], self.last.value()
+        self.last.update(value["id"])
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULES).put(value["name"], value["limit"])
+
+
+@contextmanager
+def session_settings(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def _rows(prefix: str, count: int) -> list[dict]:
+    return [{"k": "k", "id": f"{prefix}{i:02d}"} for i in range(count)]
+
+
+BATCHES = [[_rows("z", 3)], [_rows("a", 60), _rows("b", 12)], [_rows("c", 2)]]
+
+
+def _write(base: Path, batch: int) -> list[Path]:
+    first = sum(len(files) for files in BATCHES[:batch])
+    return [write_batch_file(base / "events", first + i, rows)
+            for i, rows in enumerate(BATCHES[batch])]
+
+
+def _run(spark: Any, base: Path, engine: str, sink: Any = None) -> None:
+    events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 2)
+              .json(str(base / "events")))
+    rules = spark.readStream.schema("name string, limit long").json(str(base / "rules"))
+    result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
+              .process(Previous(), OUTPUT, parallelism=2, engine=engine))
+    where = {"sinks": {"main": sink}} if sink else {"path": str(base / "out")}
+    query = result.write_stream(checkpoint_location=str(base / "checkpoint"),
+                                trigger={"availableNow": True}, **where)
+    query.awaitTermination()
+    assert query.exception() is None
+
+
+def _read_order(spark: Any, files: list[Path], cores: str) -> list[str]:
+    """The ids in the order a file source reads ``files`` as one batch on ``cores`` cores."""
+    with session_settings(spark, {**OPEN_COST, MIN_PARTITIONS: cores}):
+        rows = (spark.read.schema(EVENTS).json([str(f) for f in files])
+                .select("id", F.monotonically_increasing_id().alias("at")).collect())
+    return [r.id for r in sorted(rows, key=lambda r: r.at)]
+
+
+def _forget_sparks_commit(checkpoint: Path, batch: int) -> None:
+    for name in (str(batch), f".{batch}.crc"):
+        if (checkpoint / "commits" / name).exists():
+            os.remove(checkpoint / "commits" / name)
+
+
+@pytest.fixture(autouse=True)
+def unpinned(spark: Any) -> Iterator[None]:
+    """The shared session as it was: a query's start pins the cores on it (and keeps them)."""
+    with session_settings(spark, {}):
+        spark.conf.unset(MIN_PARTITIONS)
+        yield
+        spark.conf.unset(MIN_PARTITIONS)
+
+
+@pytest.mark.parametrize("engine", ["micro_batch", "operator"])
+def test_a_replay_on_other_cores_cuts_the_files_as_the_committed_attempt_did(
+        spark, kafka_broker, tmp_path, engine):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "rules.json").write_text(json.dumps({"name": "x", "limit": 1}))
+    topic = f"file-splits-{engine}"
+    kafka_broker.create_topic(topic, partitions=2)
+    sink = sinks.kafka(kafka_broker.bootstrap, topic)
+    with session_settings(spark, OPEN_COST):
+        _write(tmp_path, 0)
+        _run(spark, tmp_path, engine, sink)
+        second = _write(tmp_path, 1)
+        _run(spark, tmp_path, engine, sink)
+    as_read = _read_order(spark, second, "2")
+    assert as_read != _read_order(spark, second, "4")  # 4 cores would run k's rows otherwise
+    assert checkpoint_files.read_json(str(tmp_path / "checkpoint"), RECORD)[
+        "spark.sql.files.minPartitionNum"] == 2
+    _forget_sparks_commit(tmp_path / "checkpoint", 1)
+    _write(tmp_path, 2)
+    with session_settings(spark, {**OPEN_COST, CORES: "4"}):
+        _run(spark, tmp_path, engine, sink)
+    assert spark.conf.get(MIN_PARTITIONS) == "2"  # the recorded cores, pinned on the session
+
+    written = [(v["k"], v["id"], v.get("previous"))  # to_json leaves out a null
+               for v in (json.loads(r.value) for r in kafka_broker.read(topic))]
+    ids = [i for batch in BATCHES for rows in batch for i in (r["id"] for r in rows)]
+    assert sorted(i for _, i, _ in written) == sorted(ids)  # each row once
+    previous = [p for _, _, p in written]
+    # one unbroken chain: each id is the previous of at most one row, the first row has none
+    assert sorted(previous, key=str) == sorted([None, *[i for i in ids if i != "c01"]], key=str)
+    order = [r["id"] for r in BATCHES[0][0]] + as_read + [r["id"] for r in BATCHES[2][0]]
+    h = KeyedBroadcastHarness(Previous(), lambda v: v["k"], [RULES], output_schema=OUTPUT)
+    h.open()
+    h.process_broadcast_element(Row(name="x", limit=1))
+    for i in order:
+        h.process_element(Row(k="k", id=i))
+    assert sorted(written, key=str) == sorted(map(tuple, h.output()), key=str)
+
+
+def test_a_changed_split_setting_is_refused_and_a_query_without_files_records_none(
+        spark, tmp_path):
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "rules.json").write_text(json.dumps({"name": "x", "limit": 1}))
+    _write(tmp_path, 0)
+    _run(spark, tmp_path, "auto")
+    with session_settings(spark, {"spark.sql.files.maxPartitionBytes": "1k"}), \
+            pytest.raises(IncompatibleCheckpointError,
+                          match=r"(?s)set spark.sql.files.maxPartitionBytes back.*"
+                                r"maxPartitionBytes: the checkpoint has 134217728, this session "
+                                r"1024"):
+        _run(spark, tmp_path, "auto")
+    with session_settings(spark, {MIN_PARTITIONS: "3"}), \
+            pytest.raises(IncompatibleCheckpointError, match="minPartitionNum: the checkpoint "
+                                                             "has 2, this session 3"):
+        _run(spark, tmp_path, "auto")
+    fix_splits(spark.readStream.format("rate").load(), str(tmp_path / "other"))
+    assert checkpoint_files.read_json(str(tmp_path / "other"), RECORD) is None
