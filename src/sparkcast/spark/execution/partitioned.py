@@ -48,7 +48,7 @@ from sparkcast.core.scope import normal_key
 from sparkcast.core.seed import Seed, apply_seed
 from sparkcast.spark.execution.dead_letters import corrupt_letters, subtask_share
 from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
-from sparkcast.spark.execution.ordering import source_position
+from sparkcast.spark.execution.ordering import SourcePositions
 from sparkcast.spark.execution.routing import group_column, subtask_hash, subtask_rows
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.subtask import Clocks, SubtaskRunner
@@ -91,6 +91,7 @@ class PartitionedOutputs(MicroBatchOutputs):
         self.ticks = subtask_rows(spark, groups).select(
             SUBTASK, F.lit(TICK_SIDE).cast("byte").alias(SIDE))
         self.groups = groups
+        self.positions = SourcePositions()
         fresh = not checkpoint_files.committed_batches(checkpoint_location)
         if plan.initial_seeds and fresh:
             write_seeds(plan, checkpoint_location, self.store_id)
@@ -147,7 +148,7 @@ class PartitionedOutputs(MicroBatchOutputs):
             hashed = F.when(F.col(SIDE) == side, hashed_by(names, keys)).otherwise(hashed)
         subtask = F.pmod(hashed, F.lit(len(self.groups))).cast("int")
         rows = rows.select(group_column(self.groups, subtask).alias(SUBTASK), F.col(SIDE),
-                           F.col(TS), source_position().alias(SEQ),
+                           F.col(TS), self.positions.column(batch).alias(SEQ),
                            *[name for _, names, _ in inputs for name in names])
         return rows.unionByName(self.ticks, allowMissingColumns=True).repartition(
             self.partitions, SUBTASK)

@@ -149,5 +149,7 @@ def start_query(frame: DataFrame, stream: DataStreamWriter, checkpoint_location:
         stream = stream.queryName(query_name)
     if trigger:
         stream = stream.trigger(**trigger)
-    fix_splits(frame, checkpoint_location)
-    return stream.start()
+    holds = fix_splits(frame, checkpoint_location)
+    query = stream.start()
+    holds(query)
+    return query

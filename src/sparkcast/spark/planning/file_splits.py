@@ -14,16 +14,19 @@ So a query that reads files records the four values at its first start
 source cuts each micro-batch with the settings of the session that made the reader, as they
 are when the batch runs (not the query's copy of them), so the cores are pinned there:
 ``minPartitionNum`` left unset is set on the session to the recorded cores, and stays set. A
-session whose ``maxPartitionBytes``, ``openCostInBytes``, ``maxPartitionNum`` or set
-``minPartitionNum`` differ is refused with both values, as a changed layout is
-(``state/compatibility.py``); so is a second query of the session whose checkpoint recorded
-other cores than the one pinned. Kafka needs none of this:
-``minPartitions`` splits a topic partition's offsets into consecutive ranges, which keeps their
-order. On Spark Connect the client has no plan to look into, and nothing is checked.
+session whose ``maxPartitionBytes``, ``openCostInBytes``, ``maxPartitionNum`` or a
+``minPartitionNum`` the user set differ is refused with both values, as a changed layout is
+(``state/compatibility.py``). One session serves one pin at a time: a query whose checkpoint
+recorded other cores re-pins it once the queries that needed the old one have stopped, and is
+refused while one runs. A Kafka source's ranges are ordered where the rows get their
+positions (``execution/ordering.py``), so ``minPartitions`` may change. On Spark Connect the
+client has no plan to look into, and nothing is checked.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -41,31 +44,51 @@ SETTINGS = {"spark.sql.files.maxPartitionBytes": "filesMaxPartitionBytes",
             MIN_PARTITIONS: "filesMinPartitionNum"}
 
 
-#: the cores pinned on each session by a query's start (``minPartitionNum``)
-_PINNED: dict[Any, int] = {}
+@dataclass
+class _Pin:
+    """The cores a session's file sources are cut for, and the started queries that need them."""
+
+    cores: int
+    queries: list[Any] = field(default_factory=list)
 
 
-def fix_splits(frame: DataFrame, checkpoint_location: str) -> None:
+#: each session's pin, set by its queries' starts (``minPartitionNum``)
+_PINS: dict[Any, _Pin] = {}
+
+
+def fix_splits(frame: DataFrame, checkpoint_location: str) -> Callable[[Any], None]:
     """Before the start of a query over ``frame``: its file splits as the checkpoint recorded
-    them (recorded now at its first start); refuses a session that would cut them otherwise."""
+    them (recorded now at its first start); refuses a session that would cut them otherwise.
+    Returns what to tell of the started query (it holds the pin while it runs)."""
     spark = frame.sparkSession
     if is_connect(spark) or not reads_files(frame):
-        return
+        return _ignore
     now = splits_of(spark)
     recorded = checkpoint_files.read_json(checkpoint_location, RECORD)
     if recorded is None:
         checkpoint_files.write_json(checkpoint_location, RECORD, now)
         recorded = now
-    given = spark.conf.get(MIN_PARTITIONS, None)
+    given, pin = spark.conf.get(MIN_PARTITIONS, None), _PINS.get(spark)
+    by_user = given is not None and (pin is None or int(given) != pin.cores)
     changed = [key for key in SETTINGS if recorded.get(key) != now[key]
-               and (key != MIN_PARTITIONS or given is not None)]
+               and (key != MIN_PARTITIONS or by_user)]
     if changed:
-        pinned = MIN_PARTITIONS in changed and _PINNED.get(spark) == int(given or 0)
-        raise _refusal(changed, recorded, now, checkpoint_location, pinned)
+        raise _refusal(changed, recorded, now, checkpoint_location, pinned=False)
     cores = recorded.get(MIN_PARTITIONS)
-    if given is None and isinstance(cores, int):
-        spark.conf.set(MIN_PARTITIONS, str(cores))
-        _PINNED[spark] = cores
+    if by_user or not isinstance(cores, int):
+        return _ignore
+    if pin is not None and pin.cores != cores:
+        if any(query.isActive for query in pin.queries):
+            raise _refusal([MIN_PARTITIONS], recorded, now, checkpoint_location, pinned=True)
+        pin = None
+    if pin is None:
+        pin = _PINS[spark] = _Pin(cores)
+    spark.conf.set(MIN_PARTITIONS, str(cores))
+    return pin.queries.append
+
+
+def _ignore(query: Any) -> None:
+    """A query that needs no pin."""
 
 
 def reads_files(frame: DataFrame) -> bool:
@@ -96,16 +119,14 @@ def _number(value: Any) -> int | None:
 
 def _refusal(changed: list[str], recorded: dict[str, Any], now: dict[str, Any],
              checkpoint_location: str, pinned: bool) -> IncompatibleCheckpointError:
-    """``pinned``: the session's ``minPartitionNum`` is another query's pin, not the user's."""
+    """``pinned``: the session's ``minPartitionNum`` is a running query's pin, not the user's."""
     lines = "".join(f"  {key}: the checkpoint has {recorded.get(key)}, this session {now[key]}"
-                    f"{' (pinned by another query)' if pinned and key == MIN_PARTITIONS else ''}\n"
-                    for key in changed)
-    back = [key for key in changed if not (pinned and key == MIN_PARTITIONS)]
-    fixes = ([f"set {', '.join(back)} back in the session"] if back else []) + (
-        ["run it in a session of its own"] if pinned else [])
+                    f"{' (pinned by a running query)' if pinned else ''}\n" for key in changed)
+    fixes = ("run it in a session of its own, or after the running query stops" if pinned
+             else f"set {', '.join(changed)} back in the session")
     return IncompatibleCheckpointError(
         f"this query cannot restart from checkpoint {checkpoint_location} with this session's "
-        f"file splits: {' and '.join(fixes)}, or give it a new checkpoint; nothing was run. "
+        f"file splits: {fixes}, or give it a new checkpoint; nothing was run. "
         "How a file source cuts a micro-batch decides the order a subtask runs its rows in, "
         "and a replay must cut it as the first attempt did.\n"
         + lines + "See docs/operations.md, 'What may change between restarts'.")

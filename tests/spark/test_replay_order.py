@@ -1,4 +1,6 @@
-"""A replay of a micro-batch cuts its files as the first attempt did (``planning/file_splits.py``).
+"""A replayed micro-batch runs a key's rows in the order its committed attempt ran them: a file
+source cut as before (``planning/file_splits.py``), Kafka's ranges in one order
+(``execution/ordering.py``).
 
 Micro-batch 1 reads two files, A (60 rows of key ``k``) and B (12 rows), with
 ``openCostInBytes`` so low that the batch's bytes over the cores decide the blocks: on 2 cores A
@@ -27,6 +29,7 @@ from pyspark.sql import functions as F
 
 from sparkcast import KeyedBroadcastProcessFunction, MapStateDescriptor, ValueStateDescriptor, sinks
 from sparkcast.errors import IncompatibleCheckpointError
+from sparkcast.sources import kafka_topic
 from sparkcast.spark import Stream
 from sparkcast.spark.planning.file_splits import MIN_PARTITIONS, RECORD, fix_splits
 from sparkcast.spark.state import checkpoint_files
@@ -85,9 +88,10 @@ def _write(base: Path, batch: int) -> list[Path]:
             for i, rows in enumerate(BATCHES[batch])]
 
 
-def _run(spark: Any, base: Path, engine: str, sink: Any = None) -> None:
-    events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 2)
-              .json(str(base / "events")))
+def _run(spark: Any, base: Path, engine: str, sink: Any = None, events: Any = None) -> None:
+    if events is None:
+        events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 2)
+                  .json(str(base / "events")))
     rules = spark.readStream.schema("name string, limit long").json(str(base / "rules"))
     result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
               .process(Previous(), OUTPUT, parallelism=2, engine=engine))
@@ -144,13 +148,9 @@ def test_a_replay_on_other_cores_cuts_the_files_as_the_committed_attempt_did(
         _run(spark, tmp_path, engine, sink)
     assert spark.conf.get(MIN_PARTITIONS) == "2"  # the recorded cores, pinned on the session
 
-    written = [(v["k"], v["id"], v.get("previous"))  # to_json leaves out a null
-               for v in (json.loads(r.value) for r in kafka_broker.read(topic))]
-    ids = [i for batch in BATCHES for rows in batch for i in (r["id"] for r in rows)]
-    assert sorted(i for _, i, _ in written) == sorted(ids)  # each row once
-    previous = [p for _, _, p in written]
-    # one unbroken chain: each id is the previous of at most one row, the first row has none
-    assert sorted(previous, key=str) == sorted([None, *[i for i in ids if i != "c01"]], key=str)
+    written = _written(kafka_broker, topic)
+    _assert_one_chain(written, [i for batch in BATCHES for rows in batch
+                                for i in (r["id"] for r in rows)])
     order = [r["id"] for r in BATCHES[0][0]] + as_read + [r["id"] for r in BATCHES[2][0]]
     h = KeyedBroadcastHarness(Previous(), lambda v: v["k"], [RULES], output_schema=OUTPUT)
     h.open()
@@ -158,6 +158,52 @@ def test_a_replay_on_other_cores_cuts_the_files_as_the_committed_attempt_did(
     for i in order:
         h.process_element(Row(k="k", id=i))
     assert sorted(written, key=str) == sorted(map(tuple, h.output()), key=str)
+
+
+def test_a_replay_with_other_kafka_min_partitions_runs_a_keys_rows_in_the_same_order(
+        spark, kafka_broker, tmp_path):
+    """Key ``k``'s rows in both partitions of the source topic. Spark numbers a replayed batch's
+    ranges in the offset log's order, not the broker's (partitions 0, 1 where the first
+    attempt had 1, 0), and here splits each partition's offsets into more ranges
+    (``minPartitions``); ranked by topic, partition and offset, the replay runs them in the
+    first attempt's order. Without the ranks the chain broke (``1-37`` twice), with
+    ``minPartitions`` changed or not."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "rules.json").write_text(json.dumps({"name": "x", "limit": 1}))
+    source, topic = "file-splits-kafka-in", "file-splits-kafka-out"
+    for name in (source, topic):
+        kafka_broker.create_topic(name, partitions=2)
+    sink = sinks.kafka(kafka_broker.bootstrap, topic)
+    ids: list[str] = []
+
+    def run(batch: int, options: dict[str, str] | None = None) -> None:
+        rows = [(f"x{i}", {"k": "k", "id": f"{batch}-{i:02d}"}) for i in range(40)]
+        kafka_broker.produce(source, rows)
+        ids.extend(value["id"] for _, value in rows)
+        events = kafka_topic(spark, kafka_broker.bootstrap, source, EVENTS, options=options)
+        _run(spark, tmp_path, "micro_batch", sink, events)
+
+    run(0)
+    run(1)
+    _forget_sparks_commit(tmp_path / "checkpoint", 1)
+    run(2, {"minPartitions": "6"})
+    partitions = {r.partition for r in kafka_broker.read(source)}
+    assert partitions == {0, 1}  # the key's rows are in both source partitions
+    _assert_one_chain(_written(kafka_broker, topic), ids)
+
+
+def _written(broker: Any, topic: str) -> list[tuple[str, str, str | None]]:
+    return [(v["k"], v["id"], v.get("previous"))  # to_json leaves out a null
+            for v in (json.loads(r.value) for r in broker.read(topic))]
+
+
+def _assert_one_chain(written: list[tuple[str, str, str | None]], ids: list[str]) -> None:
+    """Each id written once, and the previous ids one unbroken chain: each id the previous of
+    at most one row, one row without; so the state after each batch was its outputs' state."""
+    assert sorted(i for _, i, _ in written) == sorted(ids)
+    previous = [p for _, _, p in written]
+    assert None in previous and len(set(previous)) == len(previous) == len(ids), sorted(
+        (p for p in previous if previous.count(p) > 1), key=str)
 
 
 def test_a_changed_split_setting_is_refused_and_a_query_without_files_records_none(
@@ -176,5 +222,22 @@ def test_a_changed_split_setting_is_refused_and_a_query_without_files_records_no
             pytest.raises(IncompatibleCheckpointError, match="minPartitionNum: the checkpoint "
                                                              "has 2, this session 3"):
         _run(spark, tmp_path, "auto")
-    fix_splits(spark.readStream.format("rate").load(), str(tmp_path / "other"))
-    assert checkpoint_files.read_json(str(tmp_path / "other"), RECORD) is None
+    # a running query needs 2 cores: a checkpoint that recorded 3 waits for it to stop
+    frame = spark.readStream.schema(EVENTS).json(str(tmp_path / "events"))
+    holds = fix_splits(frame, str(tmp_path / "noop"))
+    other = tmp_path / "other"
+    checkpoint_files.write_json(str(other), RECORD, {
+        **checkpoint_files.read_json(str(tmp_path / "checkpoint"), RECORD), MIN_PARTITIONS: 3})
+    query = (frame.writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "noop")).start())
+    holds(query)
+    try:
+        with pytest.raises(IncompatibleCheckpointError, match=r"(?s)a session of its own.*"
+                           r"minPartitionNum: the checkpoint has 3, this session 2 \(pinned"):
+            fix_splits(spark.readStream.schema(EVENTS).json(str(tmp_path / "events")), str(other))
+    finally:
+        query.stop()
+    fix_splits(spark.readStream.schema(EVENTS).json(str(tmp_path / "events")), str(other))
+    assert spark.conf.get(MIN_PARTITIONS) == "3"  # re-pinned once the other query stopped
+    fix_splits(spark.readStream.format("rate").load(), str(tmp_path / "none"))
+    assert checkpoint_files.read_json(str(tmp_path / "none"), RECORD) is None
