@@ -84,8 +84,8 @@ def _partition_keys(rdd: Any, path: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     while True:
         name = rdd.getClass().getSimpleName()
         if name == "DataSourceRDD":
-            found = [_range_of(rdd.inputPartitions().apply(i))
-                     for i in range(rdd.inputPartitions().size())]
+            inputs = rdd.inputPartitions()  # one py4j call per batch, not one per partition
+            found = [_range_of(inputs.apply(i)) for i in range(inputs.size())]
             if len(found) == rdd.getNumPartitions():
                 return [(*path, *(key or (i,))) for i, key in enumerate(found)]
         if name == "UnionRDD":
