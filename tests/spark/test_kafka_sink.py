@@ -61,6 +61,34 @@ def _forget_last_commit(base: Path) -> int:
     return last
 
 
+def test_a_rolled_back_checkpoint_writes_no_part_twice_and_says_it_was_rolled_back(
+        spark, tmp_path, kafka_broker, caplog):
+    """A backup of the checkpoint taken after batch 1 and restored after batch 3: the restored
+    query runs batches 2 and 3 again, finds Kafka's markers of both (the abandoned run's), writes
+    neither again, and says in a WARNING that the checkpoint was rolled back and which batches'
+    records stay the abandoned run's."""
+    caplog.set_level(logging.WARNING, logger="sparkcast")
+    topics = _topics(kafka_broker, "rollback")
+    chosen = _kafka_sinks(kafka_broker, topics)
+    checkpoint, backup = tmp_path / "checkpoint", tmp_path / "backup"
+    pipeline.write_inputs(tmp_path, [0, 1])
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    shutil.copytree(checkpoint, backup)
+    pipeline.write_inputs(tmp_path, [2, 3])
+    pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    assert not [r for r in caplog.records if "rolled back" in r.getMessage()]
+    shutil.rmtree(checkpoint)
+    shutil.copytree(backup, checkpoint)
+    query = pipeline.run_to_end(pipeline.build(spark, tmp_path, "partitioned"), tmp_path, chosen)
+    assert query.exception() is None
+    assert [p["batchId"] for p in query.recentProgress if p["numInputRows"]] == [2, 3]
+    assert _rows(kafka_broker, topics) == pipeline.expected("partitioned")
+    said = [r.getMessage() for r in caplog.records if "rolled back" in r.getMessage()]
+    assert any(line.startswith("output 'main'") for line in said)
+    assert all("parts up to batch 3" in line and "batches up to 2 only" in line
+               for line in said)
+
+
 @pytest.mark.parametrize("kind", ["streamed", "partitioned"])
 def test_every_output_once_across_a_replay_of_a_committed_batch(spark, tmp_path, kafka_broker,
                                                                  kind):

@@ -41,6 +41,7 @@ from pyspark.sql.types import StructType
 from sparkcast.api.formats import Avro
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.errors import SinkError
+from sparkcast.spark.observe.listener import log
 from sparkcast.spark.outputs.kafka_markers import MarkerTopics, ensure_topic
 from sparkcast.spark.outputs.kafka_transactions import (
     PARTS_BY_KEY,
@@ -59,6 +60,7 @@ from sparkcast.spark.outputs.kafka_values import (
     encoded,
     header_records,
 )
+from sparkcast.spark.state import checkpoint_files
 
 #: the frame each part writer reads: the record key and value, the emission order
 _ORDER = "_sparkcast_order"
@@ -234,6 +236,7 @@ class KafkaWriter:
                                            f"output {output!r}, sink {sink.describe()}")
             _refuse_other_query(sink, output, ours[output], self.query_id, chosen[output])
             _refuse_other_parts(sink, output, ours[output], self._by, self.subtasks)
+            _warn_rolled_back(sink, output, ours[output], self.checkpoint)
         return {output: RunMarkers(chosen[output], partitions[output],
                                    {key: record["batch"] for key, record in ours[output].items()})
                 for output, _ in self.sinks}
@@ -276,6 +279,23 @@ def _refuse_other_query(sink: KafkaSink, output: str, markers: dict[str, dict[st
             f"transactional_id_prefix {sink.transactional_id_prefix!r}: two jobs with one "
             "prefix fence each other and would read each other's parts as written; give "
             "this query's sink a transactional_id_prefix of its own")
+
+
+def _warn_rolled_back(sink: KafkaSink, output: str, markers: dict[str, dict[str, Any]],
+                      checkpoint: str) -> None:
+    """Markers of batches the checkpoint has not planned: it was rolled back (a backup
+    restored, offsets removed) after Kafka committed them. Their parts are not written again,
+    so those batches' records in the topic stay the abandoned line's: said, not refused (a
+    restore to run the same input again is right to skip them)."""
+    planned = checkpoint_files.last_planned(checkpoint)
+    ahead = max((int(m["batch"]) for m in markers.values()), default=-1)
+    if planned is not None and ahead > planned:
+        log.warning(f"output {output!r}, sink {sink.describe()}: Kafka holds this query's "
+                    f"parts up to batch {ahead}, but its checkpoint has planned batches up to "
+                    f"{planned} only: the checkpoint was rolled back. The parts of batches "
+                    f"{planned} to {ahead} that Kafka holds are not written again, so their "
+                    "records are the ones the abandoned run wrote; to write the new input's, "
+                    "start from a copy (sparkcast state copy: its own transactional ids)")
 
 
 def _refuse_other_parts(sink: KafkaSink, output: str, markers: dict[str, dict[str, Any]],

@@ -38,7 +38,16 @@ def file(checkpoint: str, *parts: str) -> str:
 
 def committed_batches(checkpoint: str) -> list[int]:
     """The batches Spark committed, ascending."""
-    return sorted(int(n) for n in storage.list_files(file(checkpoint, "commits")) if n.isdigit())
+    return _logged(checkpoint, "commits")
+
+
+def last_planned(checkpoint: str) -> int | None:
+    """The last batch Spark logged offsets for (the one running, in a running query)."""
+    return max(_logged(checkpoint, "offsets"), default=None)
+
+
+def _logged(checkpoint: str, log: str) -> list[int]:
+    return sorted(int(n) for n in storage.list_files(file(checkpoint, log)) if n.isdigit())
 
 
 def identity(checkpoint: str, create: bool = False) -> str | None:
