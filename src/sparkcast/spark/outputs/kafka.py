@@ -13,7 +13,8 @@ own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds, whatever fa
 * the driver, on the first micro-batch of a run (the only one Spark may replay), fences every
   part of every Kafka output of the query (aborting what a killed attempt left open), then
   reads the markers to the high watermark: the parts of N that were committed are skipped,
-  the others are written;
+  the others are written (markers of batches beyond the checkpoint's offsets mean it was
+  rolled back, and a WARNING says whose records those batches keep);
 * every attempt of a part that is written, first or retried, of any stage attempt, finds out
   exactly whether the part is in before it writes, and an attempt fenced by a newer one gives
   way (``PartWriter.write_once``); a query's marker topic has a partition per part, so that
