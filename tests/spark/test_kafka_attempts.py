@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
+from sparkcast.errors import SinkError
 from sparkcast.spark.outputs import kafka_transactions as tx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,3 +153,46 @@ def test_the_next_batch_of_a_part_is_written_after_the_exact_read(kafka_broker, 
                                  parts=1))[0] == {"written": 5}
     assert sorted(_values(kafka_broker, topic)) == sorted(
         [f"7-{i}" for i in range(5)] + [f"8-{i}" for i in range(5)])
+
+
+def test_a_moved_part_is_made_ready_while_the_pattern_runs_and_still_gives_way(kafka_broker):
+    """Spark gives a batch's tasks whichever Python workers are idle, so a part often moves to
+    a worker whose kept producer another worker has fenced since. ``prepare`` (called as the
+    task starts, before its rows arrive) makes a fresh producer ready in the background, and
+    that producer is the attempt's own: fenced by a newer attempt of the batch, it gives way."""
+    topic, markers = _topics(kafka_broker, "prepared", marker_partitions=2)
+    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+    transactional_id = f"{topic}-main-0"
+
+    def writer(batch):
+        return tx.PartWriter(settings, topic, markers, topic, "main", batch, 1, frozenset(),
+                             marker_partitions=2)
+
+    def rows(batch):
+        return pa.RecordBatch.from_pydict({"key": [None] * 20,
+                                           "value": [f"{batch}-{i}" for i in range(20)]})
+
+    def elsewhere(batch):
+        return _outcome(_attempt(kafka_broker, topic, part=0, batch=batch, rows=20, parts=1,
+                                 marker_partitions=2))[0]
+
+    assert writer(0).write_once(0, [rows(0)]) == 20
+    assert elsewhere(1) == {"written": 20}  # the part moved: this worker's producer is fenced
+    moved = writer(2)
+    moved.prepare(0)
+    assert transactional_id in tx._PREPARING  # the kept one is of batch 0: not current
+    assert moved.write_once(0, [rows(2)]) == 20
+    assert tx.kept(transactional_id).used_for == 2
+    again = writer(3)
+    again.prepare(0)
+    assert transactional_id not in tx._PREPARING  # used in the batch before: kept
+    assert again.write_once(0, [rows(3)]) == 20
+    assert elsewhere(4) == {"written": 20}
+    superseded = writer(5)
+    superseded.prepare(0)  # this attempt's own producer, initialised for batch 5
+    assert transactional_id in tx._PREPARING
+    assert elsewhere(5) == {"written": 20}  # a newer attempt of batch 5 fences it and writes
+    with pytest.raises(SinkError, match="fenced by a newer attempt"):
+        superseded.write_once(0, [rows(5)])
+    assert sorted(_values(kafka_broker, topic)) == sorted(
+        f"{batch}-{i}" for batch in range(6) for i in range(20))

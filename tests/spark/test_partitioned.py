@@ -376,3 +376,21 @@ def test_a_rollback_leaves_no_warm_worker_and_no_local_copy_on_the_old_line(spar
     assert _written(spark, tmp_path) == Counter(tuple(v) for v in h.output())
     totals = {r["key"]: r["value"] for r in read_state(spark, str(checkpoint), TOTAL).collect()}
     assert totals == {f"k{i}": h.keyed_state(TOTAL, f"k{i}") for i in range(7)}
+
+
+def test_partition_of_puts_a_grouping_value_where_sparks_repartition_does(spark):
+    """The Kafka part writers make each subtask's producer ready in the task that will hold it
+    (``subtasks_by_partition``), so ``partition_of`` must be Spark's own partitioning exactly:
+    the balanced grouping keys and longs of every sign and size, into 2, 4 and 7 partitions."""
+    from pyspark.sql import functions as F
+
+    from sparkcast.spark.execution.routing import partition_of
+    from sparkcast.spark.planning.tagging import balanced_group_keys
+
+    values = [*balanced_group_keys(spark, 6), 0, -1, -7, 2**31, -2**31 - 1, 2**40 + 3,
+              2**63 - 1, -2**63]
+    frame = spark.createDataFrame([(v,) for v in values], "g long")
+    for partitions in (2, 4, 7):
+        found = {row["g"]: row["p"] for row in frame.repartition(partitions, "g").select(
+            "g", F.spark_partition_id().alias("p")).collect()}
+        assert found == {v: partition_of(v, partitions) for v in values}

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -49,7 +50,12 @@ from sparkcast.core.seed import Seed, apply_seed
 from sparkcast.spark.execution.dead_letters import corrupt_letters, subtask_share
 from sparkcast.spark.execution.engines import bind_snapshot, cached_engine, plan_engine
 from sparkcast.spark.execution.ordering import SourcePositions
-from sparkcast.spark.execution.routing import group_column, subtask_hash, subtask_rows
+from sparkcast.spark.execution.routing import (
+    group_column,
+    partition_of,
+    subtask_hash,
+    subtask_rows,
+)
 from sparkcast.spark.execution.streamed import BatchParts, MicroBatchOutputs
 from sparkcast.spark.execution.subtask import Clocks, SubtaskRunner
 from sparkcast.spark.layout import (
@@ -119,6 +125,16 @@ class PartitionedOutputs(MicroBatchOutputs):
             (self.store_location, self.store_id), self.layout, made_at=self.applier.made_at)
         corrupt = self._corrupt(batch) if self.corrupt else None
         return BatchParts(self._main(batch), runner, corrupt, [], len(elements))
+
+    @cached_property
+    def subtasks_by_partition(self) -> dict[int, tuple[int, ...]]:
+        """The subtasks each of the main rows' partitions holds (``repartition`` by
+        ``_subtask``, the subtask's grouping value)."""
+        found: dict[int, tuple[int, ...]] = {}
+        for subtask, group in enumerate(self.groups):
+            partition = partition_of(group, self.partitions)
+            found[partition] = (*found.get(partition, ()), subtask)
+        return found
 
     def _mode(self, elements: list[BroadcastElement]) -> str:
         options = self.plan.options

@@ -1,8 +1,9 @@
 """Where a row goes: the column expressions that give main rows their subtask, the same on the
 operator engine (``planning/tagging.py``), the micro-batch engine by subtask
 (``partitioned.py``) and in ``initial_state`` (``planning/bootstrap.py``), so a key lands in one
-subtask on either engine; and the one row per subtask that both engines join their inputs
-with (the micro-batch engine's ticks, the operator's copy of each broadcast row)."""
+subtask on either engine; the one row per subtask that both engines join their inputs
+with (the micro-batch engine's ticks, the operator's copy of each broadcast row); and the shuffle
+partition a grouping value goes to (``partition_of``), as Spark's ``repartition`` puts it."""
 
 from __future__ import annotations
 
@@ -55,3 +56,29 @@ def _has_map(kind: DataType) -> bool:
     if isinstance(kind, StructType):
         return any(_has_map(f.dataType) for f in kind.fields)
     return False
+
+
+_MASK = 0xFFFFFFFF
+
+
+def partition_of(group: int, partitions: int) -> int:
+    """The shuffle partition of a long ``group`` under ``repartition(partitions, column)``:
+    Spark's Murmur3 x86_32 (seed 42) of its eight bytes, low word first, modulo the partitions
+    (``pmod``). Computed here, not asked of Spark: no job, and py4j cannot pass a small int
+    where Java wants a long."""
+    h1 = 42
+    for word in (group & _MASK, (group >> 32) & _MASK):
+        k1 = (word * 0xCC9E2D51) & _MASK
+        k1 = ((k1 << 15) | (k1 >> 17)) & _MASK
+        k1 = (k1 * 0x1B873593) & _MASK
+        h1 ^= k1
+        h1 = ((h1 << 13) | (h1 >> 19)) & _MASK
+        h1 = (h1 * 5 + 0xE6546B64) & _MASK
+    h1 ^= 8
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _MASK
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _MASK
+    h1 ^= h1 >> 16
+    signed = h1 - (1 << 32) if h1 & 0x80000000 else h1
+    return signed % partitions

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from sparkcast.spark.execution.partitioned import PartitionedOutputs
 from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.execution.task_writer import FileLayout, Tally
 from sparkcast.spark.layout import SUBTASK
@@ -158,7 +159,9 @@ class SinksInTasks:
             labelled = labelled.unionByName(
                 parts.corrupt.withColumn(SUBTASK, part).coalesce(1))
         records = labelled.select("*", *self._record_columns(targets))
-        task_writer = SinkTaskWriter(tuple(f.target for f in files), tuple(targets))
+        held = (batch.outputs.subtasks_by_partition
+                if targets and isinstance(batch.outputs, PartitionedOutputs) else {})
+        task_writer = SinkTaskWriter(tuple(f.target for f in files), tuple(targets), held)
         with phase(spark, "the pattern, its outputs written by its tasks"):
             rows = [row.asDict() for row in records.mapInArrow(task_writer, WRITTEN).collect()]
         for output, sink in self.writer.kafka:

@@ -26,8 +26,8 @@ the part writer, confluent-kafka only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -82,9 +82,15 @@ class SinkTaskWriter:
 
     files: tuple[FilesTarget, ...]
     kafka: tuple[KafkaTarget, ...]
+    #: the subtasks each partition holds: their Kafka producers are made ready while the
+    #: pattern runs (``PartWriter.prepare``)
+    subtasks_by_partition: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition = task_partition()
+        for kafka_target in self.kafka:
+            for subtask in self.subtasks_by_partition.get(partition, ()):
+                kafka_target.writer.prepare(subtask)
         received = [b for b in batches if b.num_rows]
         files = [OutputFiles(t.staging, t.layout, partition) for t in self.files]
         kafka = {t.output: t for t in self.kafka}
