@@ -13,7 +13,7 @@ from sparkcast.spark.state.worker_cache import WORKER, WorkerCache
 def test_every_cache_of_a_worker_is_a_section_of_the_one_cache_with_its_rule():
     assert set(WORKER.sections) == {"engines", "warm state", "snapshots", "static sides",
                                     "operator broadcast", "blobs", "kept producers",
-                                    "registry schemas", "Avro readers"}
+                                    "admin clients", "registry schemas", "Avro readers"}
     assert all("taken while" in section.rule for section in WORKER.sections.values())
     assert "lineage token" in WORKER.sections["warm state"].rule
 

@@ -1,9 +1,9 @@
 """What a Python worker keeps between the tasks Spark sends it: one owner, one memory bound.
 
 A worker keeps what is costly to make again: the subtasks' engines (``open`` once, not once per
-micro-batch), their decoded keyed state after a commit, decoded broadcast state, and Kafka
-producers whose transactional ids it initialised, the schemas a registry gave for ids the
-plan did not know. Each kind is a :class:`Section` of the one
+micro-batch), their decoded keyed state after a commit, decoded broadcast state, Kafka
+producers whose transactional ids it initialised and an admin client, the schemas a registry
+gave for ids the plan did not know. Each kind is a :class:`Section` of the one
 :data:`WORKER` cache, and each section states its invalidation rule (``Section.rule``), which
 the module that owns the values carries out where it reads them:
 
@@ -24,7 +24,10 @@ operator broadcast        its key (pipeline, descriptor, broadcast version) matc
 (``backend``)
 blobs (``blobs``)         its key (store, sha-256, classes) matches: content-addressed
 kept producers            its transactional id was not initialised again, and its last write
-(``kafka_transactions``)  did not fail (either drops it)
+(``kafka_transactions``)  did not fail (either drops it); tried only when used in the batch
+                          before or made ready for this one
+admin clients             its settings are the same: it holds connections, no state of a part
+(``kafka_transactions``)
 registry schemas          its key (registry, type, reader, id) matches: a registry never gives
 (``registry_lookup``)     an id another schema
 Avro readers              its key (the reader schema's JSON) matches
@@ -33,12 +36,12 @@ Avro readers              its key (the reader schema's JSON) matches
 
 The bound (``WORKER_BOUND``; ``SPARKCAST_WORKER_CACHE`` sets it) counts weights, not entries:
 a decoded table weighs its entries (keys, values known absent), a blob its size in KiB, an
-engine ``ENGINE_WEIGHT`` (its function may hold a model), a producer 1. When the total passes
-the bound, the least recently used entries of any section go first; an entry that alone weighs
-more than the bound is not kept. Dropping an entry is always safe, as each section's rule makes
-it again from its source: an engine is made and bound again, warm state is read from the
-store, a snapshot, static side or blob is decoded again, a producer is initialised again (the
-path a new worker takes).
+engine ``ENGINE_WEIGHT`` (its function may hold a model), a producer or client 1. When the
+total passes the bound, the least recently used entries of any section go first; an entry
+that alone weighs more than the bound is not kept. Dropping an entry is always safe, as each
+section's rule makes it again from its source: an engine is made and bound again, warm state
+is read from the store, a snapshot, static side or blob is decoded again, a producer is
+initialised again (the path a new worker takes), a client made again.
 """
 
 from __future__ import annotations
