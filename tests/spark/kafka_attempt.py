@@ -18,11 +18,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from sparkcast.errors import SinkError
+from sparkcast.spark.outputs import kafka_client
 from sparkcast.spark.outputs import kafka_transactions as tx
 
 
 def main(args: dict) -> dict:
-    settings = tx.librdkafka_settings({"bootstrap.servers": args["bootstrap"]})
+    settings = kafka_client.librdkafka_settings({"bootstrap.servers": args["bootstrap"]})
     writer = tx.PartWriter(settings, args["topic"], args["markers"], args["prefix"], "main",
                            args["batch"], args["parts"], frozenset(),
                            marker_partitions=args.get("marker_partitions", 1))

@@ -22,6 +22,7 @@ import pytest
 from confluent_kafka import Producer
 
 from sparkcast.errors import SinkError
+from sparkcast.spark.outputs import kafka_client
 from sparkcast.spark.outputs import kafka_transactions as tx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +123,7 @@ def test_a_re_attempted_stage_at_attempt_number_0_skips_the_part_it_committed(ka
     the part (its kept producer knows) and on another worker (its exact read) the part is
     skipped; the driver-split path (``PartWriter.__call__``) the same."""
     topic, markers = _topics(kafka_broker, "re-attempt")
-    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+    settings = kafka_client.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
     writer = tx.PartWriter(settings, topic, markers, topic, "main", 7, 1, frozenset())
     rows = pa.RecordBatch.from_pydict({"key": [None] * 100,
                                        "value": [f"7-{i}" for i in range(100)]})
@@ -143,7 +144,7 @@ def test_the_next_batch_of_a_part_is_written_after_the_exact_read(kafka_broker, 
     first, _ = _outcome(_attempt(kafka_broker, topic, part=0, batch=7, rows=5, parts=1))
     assert first == {"written": 5}
     if kept_first:
-        settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+        settings = kafka_client.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
         writer = tx.PartWriter(settings, topic, markers, topic, "main", 8, 1, frozenset())
         rows = pa.RecordBatch.from_pydict({"key": [None] * 5,
                                            "value": [f"8-{i}" for i in range(5)]})
@@ -161,7 +162,7 @@ def test_a_moved_part_is_made_ready_while_the_pattern_runs_and_still_gives_way(k
     task starts, before its rows arrive) makes a fresh producer ready in the background, and
     that producer is the attempt's own: fenced by a newer attempt of the batch, it gives way."""
     topic, markers = _topics(kafka_broker, "prepared", marker_partitions=2)
-    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+    settings = kafka_client.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
     transactional_id = f"{topic}-main-0"
 
     def writer(batch):

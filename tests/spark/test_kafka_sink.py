@@ -264,12 +264,13 @@ def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafk
     producer is fatal, so the part is written by a fresh one; every record once."""
     import pyarrow as pa
 
+    from sparkcast.spark.outputs import kafka_client
     from sparkcast.spark.outputs import kafka_transactions as tx
 
     topic, markers = "fenced-cache", "fenced-cache-markers"
     kafka_broker.create_topic(topic)
     kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
-    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+    settings = kafka_client.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
 
     def part(batch_id, values):
         writer = tx.PartWriter(settings, topic, markers, "fenced", "main", batch_id, 1,
@@ -287,7 +288,7 @@ def test_a_part_whose_cached_producer_another_worker_fenced_is_written_once(kafk
     list(part(3, later))
     assert [r.value for r in kafka_broker.read(topic)] == ["a", "b", "c", *later]
     # the fencing is handled: librdkafka's fatal lines about it are not warnings here
-    assert not [r for r in caplog.records if r.name == tx.LOG.name
+    assert not [r for r in caplog.records if r.name == kafka_client.LOG.name
                 and r.levelno >= logging.WARNING and "fenced" in r.getMessage()]
 
 
@@ -299,12 +300,13 @@ def test_a_part_whose_cached_producer_was_left_inside_a_transaction_is_written_o
     part; a ``read_committed`` reader sees the part once and nothing of the stuck one."""
     import pyarrow as pa
 
+    from sparkcast.spark.outputs import kafka_client, kafka_marker_reads
     from sparkcast.spark.outputs import kafka_transactions as tx
 
     topic, markers = "stuck-cache", "stuck-cache-markers"
     kafka_broker.create_topic(topic)
     kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
-    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
+    settings = kafka_client.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap})
     writer = tx.PartWriter(settings, topic, markers, "stuck", "main", 3, 1, frozenset())
     first = pa.RecordBatch.from_pydict({"key": [None], "value": ["x"]})
     assert writer.write_once(0, [first]) == 1
@@ -316,7 +318,7 @@ def test_a_part_whose_cached_producer_was_left_inside_a_transaction_is_written_o
     rows = pa.RecordBatch.from_pydict({"key": [None, None], "value": ["a", "b"]})
     assert writer.write_once(0, [rows]) == 2
     assert [r.value for r in kafka_broker.read(topic)] == ["x", "a", "b"]
-    assert tx.read_markers(settings, markers)["stuck/main/0"]["batch"] == 4
+    assert kafka_marker_reads.read_markers(settings, markers)["stuck/main/0"]["batch"] == 4
 
 
 def test_a_part_larger_than_the_producers_queue_is_written_whole_and_in_order(kafka_broker):
@@ -325,12 +327,13 @@ def test_a_part_larger_than_the_producers_queue_is_written_whole_and_in_order(ka
     deliveries drain it: every record once, each key's records in order."""
     import pyarrow as pa
 
+    from sparkcast.spark.outputs import kafka_client
     from sparkcast.spark.outputs import kafka_transactions as tx
 
     topic, markers = "small-queue", "small-queue-markers"
     kafka_broker.create_topic(topic, partitions=3)
     kafka_broker.create_topic(markers, config={"cleanup.policy": "compact"})
-    settings = tx.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap,
+    settings = kafka_client.librdkafka_settings({"bootstrap.servers": kafka_broker.bootstrap,
                                        "queue.buffering.max.messages": "1000"})
     writer = tx.PartWriter(settings, topic, markers, "small", "main", 0, 1, frozenset())
     keys = [f"k{i % 7}" for i in range(25_000)]
@@ -349,6 +352,7 @@ def test_a_partitioner_in_the_options_wins(kafka_broker):
     does (no Spark: the writer the tasks run, on the broker)."""
     import pyarrow as pa
 
+    from sparkcast.spark.outputs import kafka_client
     from sparkcast.spark.outputs import kafka_transactions as tx
 
     keys = [f"user-{i}" for i in range(12)]
@@ -360,7 +364,7 @@ def test_a_partitioner_in_the_options_wins(kafka_broker):
             list(tx.PartWriter(settings, topic, f"{topic}-markers", topic, "main", 0, 1,
                                frozenset())([rows]))
         else:
-            plain = Producer({**settings, "logger": tx.LOG})
+            plain = Producer({**settings, "logger": kafka_client.LOG})
             for key in keys:
                 plain.produce(topic, key=key, value=key)
             plain.flush(30)
@@ -380,15 +384,15 @@ def test_a_partitioner_in_the_options_wins(kafka_broker):
 
 
 def test_librdkafkas_lines_about_a_handled_fencing_go_to_debug(caplog):
-    from sparkcast.spark.outputs import kafka_transactions as tx
+    from sparkcast.spark.outputs import kafka_client
 
     fenced = ("FATAL [rdkafka#producer-4] [thrd:main]: Fatal error: Local: This instance has "
               "been fenced by a newer instance: Failed to add partitions to transaction")
-    tx.LOG.critical(fenced)
-    tx.LOG.error("TXNERR [rdkafka#producer-1] [thrd:main]: broker down")
+    kafka_client.LOG.critical(fenced)
+    kafka_client.LOG.error("TXNERR [rdkafka#producer-1] [thrd:main]: broker down")
     assert [(r.levelname, r.getMessage()[:6]) for r in caplog.records] == [("ERROR", "TXNERR")]
-    with caplog.at_level(logging.DEBUG, logger=tx.LOG.name):
-        tx.LOG.critical(fenced)
+    with caplog.at_level(logging.DEBUG, logger=kafka_client.LOG.name):
+        kafka_client.LOG.critical(fenced)
     assert caplog.records[-1].levelname == "DEBUG"
 
 

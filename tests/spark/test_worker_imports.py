@@ -151,6 +151,12 @@ def test_the_streamed_paths_task_writer_imports_the_runner_and_the_writer(spark,
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
 
 
+#: the Kafka sink's modules a task imports: the part writer, its marker reads, the client
+KAFKA_TASK_MODULES = ("sparkcast.spark.outputs.kafka_transactions",
+                      "sparkcast.spark.outputs.kafka_marker_reads",
+                      "sparkcast.spark.outputs.kafka_client")
+
+
 def test_the_pattern_tasks_sink_writer_imports_the_runner_the_files_and_kafka_alone(
         spark, tmp_path):
     """What a keyed query whose tasks write Kafka and files ships (``sinks_in_tasks.py``): the
@@ -176,10 +182,9 @@ def test_the_pattern_tasks_sink_writer_imports_the_runner_the_files_and_kafka_al
         "sparkcast.spark.execution.phases", "sparkcast.spark.execution.task_writer",
         "sparkcast.spark.state.snapshots", "sparkcast.spark.state.keyed_store",
         "sparkcast.spark.state.store_backend", "sparkcast.spark.outputs",
-        "sparkcast.spark.outputs.task_sinks", "sparkcast.spark.outputs.kafka_transactions"}
+        "sparkcast.spark.outputs.task_sinks", *KAFKA_TASK_MODULES}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)
-                and m not in ("sparkcast.spark.outputs.task_sinks",
-                              "sparkcast.spark.outputs.kafka_transactions")]
+                and m not in ("sparkcast.spark.outputs.task_sinks", *KAFKA_TASK_MODULES)]
 
 
 def test_a_by_subtask_micro_batch_ships_no_static_side_its_workers_never_read(spark, tmp_path):

@@ -39,7 +39,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from sparkcast.monitoring.progress import plain
-from sparkcast.spark.outputs.kafka_transactions import LOG, client
+from sparkcast.spark.outputs.kafka_client import LOG, client
 
 log = logging.getLogger("sparkcast")
 #: the options' prefixes that reach the committer: what it takes to connect and authenticate

@@ -3,7 +3,8 @@
 Spark's own Kafka sink is at least once (a replayed micro-batch writes its rows again). This
 one writes each micro-batch N of an output in parts, each in one Kafka transaction together
 with a marker record ``(query, output, part) → N`` on a compacted marker topic of the query's
-own (``kafka_transactions.py``, ``kafka_markers.py``). Why it holds, whatever fails:
+own (``kafka_transactions.py``, ``kafka_marker_reads.py``, ``kafka_markers.py``). Why it holds,
+whatever fails:
 
 * a part's rows are never chosen by where Spark happened to put a row: here (``write``) the
   driver splits them into ``parallelism`` parts by the hash of the record key (of the value
@@ -43,18 +44,16 @@ from sparkcast.api.formats import Avro
 from sparkcast.api.protobuf import Protobuf
 from sparkcast.errors import SinkError
 from sparkcast.spark.observe.listener import log
-from sparkcast.spark.outputs.kafka_markers import MarkerTopics, ensure_topic
-from sparkcast.spark.outputs.kafka_transactions import (
+from sparkcast.spark.outputs.kafka_client import client, librdkafka_settings
+from sparkcast.spark.outputs.kafka_marker_reads import (
     PARTS_BY_KEY,
     PARTS_BY_SUBTASK,
-    PartWriter,
-    client,
-    fence,
-    librdkafka_settings,
     marker_key,
     marker_prefix,
     read_markers,
 )
+from sparkcast.spark.outputs.kafka_markers import MarkerTopics, ensure_topic
+from sparkcast.spark.outputs.kafka_transactions import PartWriter, fence
 from sparkcast.spark.outputs.kafka_values import (
     check_headers,
     check_value,

@@ -31,7 +31,8 @@ from __future__ import annotations
 from typing import Any
 
 from sparkcast.errors import SinkError
-from sparkcast.spark.outputs.kafka_transactions import client, marker_prefix, read_markers
+from sparkcast.spark.outputs.kafka_client import client
+from sparkcast.spark.outputs.kafka_marker_reads import marker_prefix, read_markers
 from sparkcast.spark.state import checkpoint_files
 
 #: the marker topic every query shared before per-query topics (its old checkpoints keep it)

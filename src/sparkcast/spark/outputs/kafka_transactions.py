@@ -37,7 +37,8 @@ executor was declared lost) and on any worker:
   WARNING naming output, part and batch), never initialising again, so two attempts of one
   part never both commit; the newer one decides by the exact read.
 
-The driver fences every part once per run and reads all markers the same way (``kafka.py``).
+The driver fences every part once per run and reads all markers the same way (``kafka.py``;
+the reads: ``kafka_marker_reads.py``; the client library: ``kafka_client.py``).
 Records with headers (``sinks.kafka(headers=...)``) are produced one call each
 (``_produce_with_headers``): confluent-kafka's ``produce_batch`` takes no headers.
 This module is what the tasks unpickle: it imports confluent-kafka and pyarrow only.
@@ -45,11 +46,7 @@ This module is what the tasks unpickle: it imports confluent-kafka and pyarrow o
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -58,176 +55,19 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcast.errors import MissingDependencyError, SinkError
+from sparkcast.errors import SinkError
+from sparkcast.spark.outputs.kafka_client import LOG, client
+from sparkcast.spark.outputs.kafka_marker_reads import PARTS_BY_KEY, marker_key, read_markers
 from sparkcast.spark.state.worker_cache import WORKER
 
-#: seconds a read of the markers may wait for the transactions before its end to close (a
-#: killed writer's is aborted by the broker after its ``transaction.timeout.ms``, 60 s here)
-MARKER_WAIT = 120.0
 #: the producers' defaults (the user's options win): a keyed record goes to the partition a Java
 #: client, Kafka Streams, Flink or Spark's Kafka sink puts its key in (murmur2 of the key;
 #: librdkafka's own default, ``consistent_random``, hashes with CRC32 and puts most keys
 #: elsewhere); a part's transaction may stay open a minute
 PRODUCER_DEFAULTS = {"linger.ms": 5, "transaction.timeout.ms": 60000,
                      "partitioner": "murmur2_random"}
-#: librdkafka's own log lines (a broker that went away, retries) go to Python's logging here,
-#: not to the worker's stderr; its errors surface as exceptions where they matter
-LOG = logging.getLogger("sparkcast.kafka")
-#: a marker read ends at each partition's end, which librdkafka reports only after a fetch
-#: finds nothing more; the broker holds such a fetch for ``fetch.wait.max.ms`` (500 ms by
-#: default, so ~0.5 s per read) before it answers: the markers are a few records, so it is 10 ms
-MARKER_FETCH_WAIT_MS = 10
 #: records per ``produce_batch`` call
 PRODUCE_CHUNK = 10_000
-#: a marker's ``by``: the driver split the rows into parts by their key's hash (markers
-#: written before ``by`` existed say nothing, and were all written so), or each subtask of the
-#: pattern wrote its own rows as its part
-PARTS_BY_KEY, PARTS_BY_SUBTASK = "key", "subtask"
-
-
-class HandledFencing(logging.Filter):
-    """librdkafka logs a producer that a newer one of its ``transactional.id`` fenced as a fatal
-    error. It happens whenever another Python worker took a part in a later batch, and the
-    part writer handles it (``write_once``), so librdkafka's lines go to DEBUG; the part
-    writer's own WARNING says when two attempts of one part fought."""
-
-    SIGNS = ("fenced by a newer instance", "with an old epoch")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno > logging.DEBUG and any(s in record.getMessage() for s in self.SIGNS):
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            return LOG.isEnabledFor(logging.DEBUG)
-        return True
-
-
-LOG.addFilter(HandledFencing())
-
-
-def client() -> Any:
-    """confluent-kafka (its ``admin`` module loaded too), or the error naming the extra."""
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin  # noqa: F401  (not loaded by the package itself)
-    except ImportError as error:
-        raise MissingDependencyError(
-            "the Kafka sink needs confluent-kafka: pip install 'sparkcast[kafka]'") from error
-    return confluent_kafka
-
-
-def librdkafka_settings(options: dict[str, str]) -> dict[str, Any]:
-    """The user's client settings; Spark's ``kafka.`` prefix (as on Spark's Kafka source) is
-    accepted and dropped. librdkafka's log lines go to the ``sparkcast.kafka`` logger."""
-    return {"logger": LOG, **{key.removeprefix("kafka."): value for key, value in
-                              options.items()}}
-
-
-def marker_prefix(prefix: str, output: str) -> str:
-    """What the marker keys of one output's parts start with."""
-    return f"{prefix}/{output}/"
-
-
-def marker_key(prefix: str, output: str, part: int) -> str:
-    return f"{marker_prefix(prefix, output)}{part}"
-
-
-def read_markers(settings: dict[str, Any], topic: str, committed: bool = True,
-                 partitions: list[int] | None = None) -> dict[str, dict[str, Any]]:
-    """The newest marker (``batch``, ``parts``, ``by``, ``query``: None in markers written
-    before it was recorded) of every key in ``topic``'s
-    ``partitions`` (all by default), each read to the high watermark it has when the read
-    starts. ``committed``: only committed markers, read with ``read_committed`` once the
-    partition's last stable offset has reached that watermark, so a marker committed behind a
-    transaction still open is waited for, never missed (``MARKER_WAIT``). ``committed=False``:
-    the keys of aborted and open markers too, waiting for nothing."""
-    kafka = client()
-    isolation = "read_committed" if committed else "read_uncommitted"
-    consumer = kafka.Consumer({**settings, "group.id": f"sparkcast-markers-{uuid.uuid4()}",
-                               "isolation.level": isolation,
-                               "enable.auto.commit": False, "enable.partition.eof": True,
-                               "fetch.wait.max.ms": MARKER_FETCH_WAIT_MS,
-                               "auto.offset.reset": "earliest"})
-    try:
-        found = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
-        chosen = found if partitions is None else [p for p in partitions if p in found]
-        ends = _ends(settings, topic, chosen, committed)
-        pending = {p for p in chosen if ends[p] > 0}
-        consumer.assign([kafka.TopicPartition(topic, p, kafka.OFFSET_BEGINNING)
-                         for p in pending])
-        return _consume_markers(consumer, kafka, pending)
-    finally:
-        consumer.close()
-
-
-#: settings' digest -> this process's admin client of them
-_ADMINS = WORKER.section("admin clients", "taken while its settings are the same (it holds "
-                         "connections, no state of a part)")
-
-
-def admin(settings: dict[str, Any]) -> Any:
-    """This process's admin client of ``settings``, made once: a new one's first answers wait
-    for its connections (a marker read's offsets took 1-3 s in one read of five, 0.01 s on a
-    client already connected)."""
-    key = hashlib.sha256(repr(sorted((k, str(v)) for k, v in settings.items()
-                                     if k != "logger")).encode()).hexdigest()
-    found = _ADMINS.get(key)
-    return found if found is not None else _ADMINS.put(key, client().admin.AdminClient(settings))
-
-
-def _ends(settings: dict[str, Any], topic: str, partitions: list[int], committed: bool
-          ) -> dict[int, int]:
-    """Each partition's high watermark now; for a committed read, once its last stable offset
-    has reached it (the transactions before it have ended)."""
-    kafka = client()
-    admin_client = admin(settings)
-
-    def latest(isolation: Any) -> dict[int, int]:
-        asked = {kafka.TopicPartition(topic, p): kafka.admin.OffsetSpec.latest()
-                 for p in partitions}
-        if not asked:
-            return {}
-        answers = admin_client.list_offsets(asked, isolation_level=isolation,
-                                            request_timeout=30)
-        return {tp.partition: future.result().offset for tp, future in answers.items()}
-
-    high = latest(kafka.IsolationLevel.READ_UNCOMMITTED)
-    deadline = time.monotonic() + MARKER_WAIT
-    while committed and high:
-        stable = latest(kafka.IsolationLevel.READ_COMMITTED)
-        if all(stable[p] >= high[p] for p in high):
-            break
-        if time.monotonic() > deadline:
-            raise SinkError(f"the Kafka sink's markers were not readable to their end in "
-                            f"{MARKER_WAIT:.0f} s: a transaction before them stayed open")
-        time.sleep(0.1)
-    return high
-
-
-def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
-                     ) -> dict[str, dict[str, Any]]:
-    """The newest marker of each key, read to the end of every ``pending`` partition."""
-    markers: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + MARKER_WAIT
-    while pending:
-        if time.monotonic() > deadline:
-            raise SinkError(f"the Kafka sink's markers were not readable to their end in "
-                            f"{MARKER_WAIT:.0f} s")
-        message = consumer.poll(1.0)
-        if message is None:
-            continue
-        error = message.error()
-        if error is not None:
-            if error.code() == kafka.KafkaError._PARTITION_EOF:
-                pending.discard(message.partition())
-                continue
-            raise SinkError(f"reading the Kafka sink's markers failed: {error.str()}")
-        if message.key() is not None and message.value() is not None:
-            record = json.loads(message.value())
-            key = message.key().decode()
-            if int(record["batch"]) >= markers.get(key, {}).get("batch", -1):
-                markers[key] = {"batch": int(record["batch"]), "parts": int(record["parts"]),
-                                "by": record.get("by", PARTS_BY_KEY),
-                                "query": record.get("query")}
-    return markers
 
 
 @dataclass

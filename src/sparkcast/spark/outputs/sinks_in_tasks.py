@@ -15,7 +15,7 @@ of malformed input rows (malformed-row capture) are in no subtask: one more task
 one more part (``kafka.malformed_part``). The driver then commits the files (after Kafka, as
 before) and reports the counts the tasks took.
 
-A part is a subtask (``kafka_transactions.PARTS_BY_SUBTASK`` in its markers), so the sinks'
+A part is a subtask (``kafka_marker_reads.PARTS_BY_SUBTASK`` in its markers), so the sinks'
 ``parallelism`` does not apply: a key's records are in one subtask, in the order the function
 emitted them, and a replay gives the subtask the same rows. A checkpoint whose markers say the
 driver split its rows by key keeps that way (``KafkaWriter.by_subtask``), as does a query

@@ -27,7 +27,7 @@ kept producers            its transactional id was not initialised again, and it
 (``kafka_transactions``)  did not fail (either drops it); tried only when used in the batch
                           before or made ready for this one
 admin clients             its settings are the same: it holds connections, no state of a part
-(``kafka_transactions``)
+(``kafka_client``)
 registry schemas          its key (registry, type, reader, id) matches: a registry never gives
 (``registry_lookup``)     an id another schema
 Avro readers              its key (the reader schema's JSON) matches
