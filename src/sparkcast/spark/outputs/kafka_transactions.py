@@ -204,7 +204,7 @@ class PartWriter:
         transactional_id = self.transactional_id(part)
         _settle(transactional_id)
         mine = kept(transactional_id)
-        if mine is not None and mine.current(self.batch_id) and mine.used_for < self.batch_id:
+        if mine is not None and mine.used_for == self.batch_id - 1:
             try:  # the producer of the batch before: fenced if the part moved since
                 return self._write_with(mine, part, batches)
             except client().KafkaException as error:
@@ -212,7 +212,7 @@ class PartWriter:
                 if not _fenced(error) and not _stuck(error):
                     raise self._failed(part, error) from error
             mine = None
-        if mine is None or not mine.current(self.batch_id):
+        if mine is None or mine.used_for < self.batch_id:
             mine = _KEPT.put(transactional_id, self._initialise(part))
         try:  # initialised for this batch: fenced only by a newer attempt of the part
             return self._write_with(mine, part, batches)
