@@ -19,7 +19,7 @@ NAMEDTUPLE_API = frozenset({"_make", "_fields", "_asdict", "_replace", "_field_d
 # PySpark 4.2+'s only door to Spark's offline state repartition (spark/tools/rescale.py), and
 # the session's JVM gateway (the driver's JDBC connections, spark/outputs/jdbc.py) and its
 # JavaSparkContext (a JVM job over chosen partitions, spark/execution/values.py), and its JVM
-# session (Delta's DeltaTable.isDeltaTable takes it, spark/outputs/targets.py)
+# session (Delta's DeltaTable.isDeltaTable takes it, spark/outputs/tables.py)
 PYSPARK_JVM_HANDLES = frozenset({"_jdf", "_jsc", "_jsq", "_streamingCheckpointManager", "_jvm",
                                  "_jsparkSession"})
 # confluent-kafka's documented error codes for librdkafka's local errors carry a leading

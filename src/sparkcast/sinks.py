@@ -20,9 +20,11 @@ from typing import Any
 
 from sparkcast.api.formats import Avro
 from sparkcast.api.protobuf import Protobuf
+from sparkcast.spark.outputs.files import FilesSink
+from sparkcast.spark.outputs.jdbc import JdbcSink
 from sparkcast.spark.outputs.kafka import KafkaSink
 from sparkcast.spark.outputs.kafka_values import registered
-from sparkcast.spark.outputs.targets import DeltaSink, FilesSink, JdbcSink, Sink, TableSink
+from sparkcast.spark.outputs.tables import DeltaSink, Sink, TableSink
 
 __all__ = ["DeltaSink", "FilesSink", "JdbcSink", "KafkaSink", "Sink", "TableSink", "delta",
            "files", "jdbc", "kafka", "table"]

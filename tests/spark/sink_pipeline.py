@@ -180,7 +180,7 @@ def holds(base: Path) -> Path:
 def hold_after_database(base: Path) -> None:
     """Hold the query once the database committed batch 1 (its rows and the ledger, in one
     transaction), before Spark's checkpoint commits it."""
-    from sparkcast.spark.outputs.targets import SinkWriter
+    from sparkcast.spark.outputs.sink_writer import SinkWriter
 
     commit = SinkWriter._commit_jdbc
 

@@ -206,7 +206,7 @@ def test_an_output_without_rows_in_a_batch_is_committed_without_a_write(
         spark, tmp_path, postgres, monkeypatch, kind):
     """The batch's counts say which outputs are empty: their sinks commit the batch (the ledger,
     the files' log) without a Spark job to write nothing; the outputs are still exact."""
-    from sparkcast.spark.outputs.targets import JdbcSink
+    from sparkcast.spark.outputs.jdbc import JdbcSink
     from sparkcast.spark.state.commit_log import CommitLog
 
     staged = []  # (output or folder, batch): the writes that ran (the driver calls them)

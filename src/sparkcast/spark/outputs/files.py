@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,6 +33,18 @@ from sparkcast.spark.layout import (
     TAG,
 )
 from sparkcast.spark.state import storage
+
+
+@dataclass(frozen=True)
+class FilesSink:
+    """``files(path, format)``: today's layout, ``path/_output=<name>/``, read by ``read_output``;
+    exactly once through the commit log."""
+
+    path: str
+    format: str = "parquet"
+
+    def describe(self) -> str:
+        return f"files({self.path!r}, format={self.format!r})"
 
 
 def partitioned(tagged: DataFrame) -> DataFrame:

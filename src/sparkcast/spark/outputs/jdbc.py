@@ -42,9 +42,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
 from sparkcast.errors import SinkError
+from sparkcast.spark.outputs.typed import missing_columns
 
 QUERY_COLUMN = "_sparkcast_query"
 BATCH_COLUMN = "_sparkcast_batch"
@@ -172,3 +178,108 @@ class Ledger:
     def record(self, connection: Any, query_id: str, batch_id: int) -> None:
         execute(connection, f"INSERT INTO {self.table} (query_id, batch_id) VALUES (?, ?)",
                 query_id, batch_id)
+
+
+@dataclass(frozen=True)
+class JdbcSink:
+    """``jdbc(url, table, properties)``: end-to-end exactly once (``jdbc.py``)."""
+
+    url: str
+    table: str
+    properties: dict[str, str] = field(default_factory=dict)
+    ledger: str = LEDGER
+    create_table: bool = False
+
+    def describe(self) -> str:
+        return f"jdbc({self.url!r}, {self.table!r})"
+
+    @property
+    def staging(self) -> str:
+        return f"{self.table}{STAGING_SUFFIX}"
+
+    def check(self, output: str, schema: StructType, spark: Any) -> None:
+        """Reach the database, find the table and its columns (``create_table``: create a
+        missing one), create the ledger, and drop a staging table of another schema (it holds
+        only uncommitted attempts)."""
+        where = f"output {output!r}, sink {self.describe()}"
+        database = Database(spark, self.url, self.properties)
+        try:
+            with database.connect() as connection:
+                columns = database.columns(connection, self.table)
+                if columns is None and self.create_table:
+                    self._create(where, spark, schema)
+                    columns = database.columns(connection, self.table)
+                if columns is None:
+                    raise SinkError(f"{where}: table {self.table} does not exist; create it with "
+                                    f"the output's columns ({schema.simpleString()}), or pass "
+                                    "create_table=True")
+                missing = missing_columns(schema, columns)
+                if missing:
+                    raise SinkError(f"{where}: table {self.table} has no column {missing} of the "
+                                    f"output ({schema.simpleString()}); add them")
+                Ledger(database, self.ledger).create(connection)
+                staged = database.columns(connection, self.staging)
+                wanted = [*schema.fieldNames(), ROW_COLUMN, QUERY_COLUMN, BATCH_COLUMN]
+                if staged is not None and {c.lower() for c in staged} != {
+                        c.lower() for c in wanted}:
+                    execute(connection, f"DROP TABLE {self.staging}")
+        except SinkError:
+            raise
+        except Exception as error:
+            raise SinkError(f"{where}: cannot reach the database ({java_message(error)}); start "
+                            "it, or correct the url and properties") from error
+
+    def _create(self, where: str, spark: Any, schema: StructType) -> None:
+        """The table, with the output's columns as Spark's JDBC writer types them for this
+        database: Spark's writer creates it, from no rows."""
+        try:
+            spark.createDataFrame([], schema).write.jdbc(
+                self.url, self.table, mode="append", properties=self._writer_properties())
+        except Exception as error:
+            raise SinkError(f"{where}: cannot create table {self.table} with the output's "
+                            f"columns ({schema.simpleString()}): {java_message(error)}; create "
+                            "it yourself") from error
+
+    def _writer_properties(self) -> dict[str, str]:
+        # the driver named: Spark's own lookup by URL would find the wrapper its registry put
+        # into DriverManager (for the driver-side connections), which it cannot instantiate
+        return {**self.properties, "driver": driver_class(self.url, self.properties)}
+
+    def stage(self, frame: DataFrame, batch_id: int, query_id: str) -> None:
+        """Append the batch's rows to the staging table, each with its row id (``jdbc.py``:
+        the same in every attempt of its task, so ``move`` takes each row once)."""
+        staged = frame.withColumn(ROW_COLUMN, F.monotonically_increasing_id()).withColumn(
+            QUERY_COLUMN, F.lit(query_id)).withColumn(BATCH_COLUMN, F.lit(batch_id).cast("long"))
+        staged.write.jdbc(self.url, self.staging, mode="append",
+                          properties=self._staging_properties())
+
+    def _staging_properties(self) -> dict[str, str]:
+        """The staging write's properties: PostgreSQL's driver sends Spark's batched inserts as
+        multi-row statements (``reWriteBatchedInserts``: 100,000 rows staged in ~0.27 s rather
+        than ~0.42 s here), unless the user's properties set it; the staging table is ours."""
+        properties = self._writer_properties()
+        if self.url.startswith("jdbc:postgresql:"):
+            return {"reWriteBatchedInserts": "true", **properties}
+        return properties
+
+    def move(self, connection: Any, database: Database, frame: DataFrame, batch_id: int,
+             query_id: str) -> None:
+        """Inside the batch's transaction: the staged rows into the table, each row id once
+        (two attempts of a staging task that both committed staged the same rows twice)."""
+        target = {c.lower(): c for c in database.columns(connection, self.table) or []}
+        names = frame.schema.fieldNames()
+        into = ", ".join(database.quote(target.get(n.lower(), n)) for n in names)
+        select = ", ".join(database.quote(n) for n in names)
+        where = f"{database.quote(QUERY_COLUMN)} = ? AND {database.quote(BATCH_COLUMN)} = ?"
+        execute(connection, f"INSERT INTO {self.table} ({into}) SELECT {select} FROM (SELECT "
+                f"DISTINCT {database.quote(ROW_COLUMN)}, {select} FROM {self.staging} WHERE "
+                f"{where}) staged", query_id, batch_id)
+        execute(connection, f"DELETE FROM {self.staging} WHERE {where}", query_id, batch_id)
+
+    def clear(self, connection: Any, database: Database, batch_id: int, query_id: str) -> None:
+        """Rows an interrupted attempt of the batch staged, and those of earlier (committed)
+        batches that a task attempt still running at their commit staged after it."""
+        if database.columns(connection, self.staging) is None:
+            return
+        execute(connection, f"DELETE FROM {self.staging} WHERE {database.quote(QUERY_COLUMN)} "
+                f"= ? AND {database.quote(BATCH_COLUMN)} <= ?", query_id, batch_id)

@@ -3,7 +3,7 @@ of the ``foreachBatch`` driver (``batch_driver.py``) where the micro-batch engin
 pattern by subtask (``shapes.outputs_in_tasks``) and every sink is ``sinks.kafka`` or
 ``sinks.files``.
 
-Written by the driver (``batch_outputs.py``, ``targets.SinkWriter``), a micro-batch costs a job
+Written by the driver (``batch_outputs.py``, ``sink_writer.SinkWriter``), a micro-batch costs a job
 that runs the pattern into a persisted frame and counts it, then, per Kafka output, the typed
 frame's records shuffled into the sink's parts and a second job over the persisted frame, and
 the driver builds each of those frames through py4j. Here ONE job does all of it: the pattern's
@@ -62,7 +62,7 @@ from sparkcast.spark.state.commit_log import CommitLog
 
 
 class SinkWriter(Protocol):
-    """What this writer needs of the driver's sink writer (``targets.SinkWriter``), which it
+    """What this writer needs of the driver's sink writer (``sink_writer.SinkWriter``), which it
     falls back to: the sinks by kind and the query they belong to."""
 
     files: dict[Any, list[str]]  #: ``sinks.files`` sink (``path``, ``format``) → its outputs

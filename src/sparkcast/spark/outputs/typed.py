@@ -102,3 +102,9 @@ def schemas(plan: RuntimePlan) -> dict[str, StructType]:
     assert plan.spark is not None
     empty = plan.spark.createDataFrame([], tagged_schema(plan.output_schema, LongType()))
     return {name: frame.schema for name, frame in Outputs(empty, plan).items()}
+
+
+def missing_columns(schema: StructType, columns: list[str]) -> list[str]:
+    """The output's columns a table of ``columns`` lacks (in any case, as SQL matches names)."""
+    have = {c.lower() for c in columns}
+    return [n for n in schema.fieldNames() if n.lower() not in have]
