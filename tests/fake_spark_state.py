@@ -64,7 +64,7 @@ class LazyStates:
     all up front; unit tests do not know them)."""
 
     def __init__(self, handle: FakeHandle) -> None:
-        from sparkcast.spark.state.backend import state_name
+        from sparkcast.spark.state.variables import state_name
 
         self.meta = handle.getMapState("meta", "name string", "blob binary")
         self.broadcast = _ByName(lambda n: handle.getMapState(state_name("b", n), "", ""))

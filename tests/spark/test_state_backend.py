@@ -16,7 +16,8 @@ from sparkcast import (
 from sparkcast.core import SubtaskEngine, codec
 from sparkcast.core.records import OutputRecord
 from sparkcast.spark.state import backend as spark_state
-from sparkcast.spark.state.backend import SparkStateBackend, SparkStates
+from sparkcast.spark.state.backend import SparkStateBackend
+from sparkcast.spark.state.variables import SparkStates
 from tests.fake_spark_state import FakeHandle
 
 RULES = MapStateDescriptor("rules", str, object)

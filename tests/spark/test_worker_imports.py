@@ -2,13 +2,16 @@
 
 Each path's shipped object (the operator's processor, the stateless runner, the streamed
 path's runner bound to a snapshot) is pickled as Spark pickles it, then unpickled in a fresh
-interpreter, which lists the sparkcast modules it imported. The driver's rooms (launch,
+interpreter, which lists the sparkcast modules it imported. The operator's processor is also
+asked only to declare its state, as Spark's driver asks it at every query start: that loads
+neither the engine nor pandas nor the user's function. The driver's rooms (launch,
 observe, planning, outputs, tools, the stream classes) and the other paths never load there.
 """
 
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -44,7 +47,7 @@ COMMON = {"sparkcast.spark", "sparkcast.spark.execution", "sparkcast.spark.execu
           "sparkcast.spark.state", "sparkcast.spark.state.worker_cache"}
 STATE = {"sparkcast.spark.state", "sparkcast.spark.state.backend", "sparkcast.spark.state.blobs",
          "sparkcast.spark.state.checkpoint_files", "sparkcast.spark.state.compatibility",
-         "sparkcast.spark.state.storage"}
+         "sparkcast.spark.state.storage", "sparkcast.spark.state.variables"}
 UNPICKLE = ("import json, pickle, sys\n"
             "pickle.loads(open(sys.argv[1], 'rb').read())\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('sparkcast'))))\n")
@@ -68,14 +71,40 @@ def _frames(spark):
     return events, rules
 
 
+#: what Spark's driver process for a transformWithState operator does (its ``init`` alone, to
+#: learn the state variables), then what a task's first call adds: the plan and the runner
+DECLARE_THEN_RUN = (
+    "import json, pickle, sys\n"
+    "class Handle:\n"
+    "    def getMapState(self, *args): return None\n"
+    "processor = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+    "processor.init(Handle())\n"
+    "declared = sorted(m for m in sys.modules if m.startswith('sparkcast'))\n"
+    "heavy = sorted(m for m in ('pandas', 'pyarrow', 'tests.spark.worker_function')\n"
+    "               if m in sys.modules)\n"
+    "pickle.loads(processor.shipped)\n"
+    "import sparkcast.spark.execution.operator_runner\n"
+    "print(json.dumps([declared, heavy,\n"
+    "                  sorted(m for m in sys.modules if m.startswith('sparkcast'))]))\n")
+
+
 def test_the_operator_paths_worker_imports_the_processor_and_state_alone(spark, tmp_path):
     events, rules = _frames(spark)
     result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
               .process(Count(), "k string, seen long"))
     assert kind_of(result) == "operator"
-    modules = _imported_by_a_worker(operator_processor(result.plan), tmp_path)
-    assert _spark_modules(modules) == COMMON | STATE | {
-        "sparkcast.spark.execution.processor", "sparkcast.spark.execution.packing"}
+    blob = tmp_path / "shipped.pickle"
+    blob.write_bytes(CloudPickleSerializer().dumps(operator_processor(result.plan)))
+    done = subprocess.run([sys.executable, "-c", DECLARE_THEN_RUN, str(blob)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True)
+    declared, heavy, modules = json.loads(done.stdout)
+    assert _spark_modules(set(declared)) == {
+        "sparkcast.spark", "sparkcast.spark.execution", "sparkcast.spark.execution.processor",
+        "sparkcast.spark.state", "sparkcast.spark.state.variables"}
+    assert heavy == []  # neither pandas nor the user's function to declare the state
+    assert _spark_modules(set(modules)) == COMMON | STATE | {
+        "sparkcast.spark.execution.processor", "sparkcast.spark.execution.operator_runner",
+        "sparkcast.spark.execution.packing"}
     assert not [m for m in modules if m.startswith(DRIVER_ONLY)]
 
 
@@ -204,7 +233,8 @@ def test_a_by_subtask_micro_batch_ships_no_static_side_its_workers_never_read(sp
                                Clocks(None, 0), (str(tmp_path / "keyed"), "store"), "{}")
     assert runner.plan.static is None
     assert len(CloudPickleSerializer().dumps(runner)) < len(static.state) // 4
-    assert operator_processor(result.plan).plan.static is static
+    shipped, _, _ = pickle.loads(operator_processor(result.plan).shipped)
+    assert shipped.static is not None and shipped.static.state == static.state
     in_place = Stream(events).connect(Stream(rules).broadcast(RULES)).process(
         Enrich(), "k string, limit long")
     assert kind_of(in_place) == "stateless"

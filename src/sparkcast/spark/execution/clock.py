@@ -11,10 +11,12 @@ processing-time timers that are due at the batch's time, without waiting for mor
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from pyspark.sql.streaming import StatefulProcessor
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: the clock's output: no row ever comes out
 CLOCK_SCHEMA = "tick int"

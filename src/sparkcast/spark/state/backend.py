@@ -26,7 +26,6 @@ here through their descriptor's converter (``core/converters.py``), once per loa
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
@@ -35,6 +34,7 @@ from sparkcast.core.backend import StateBackend
 from sparkcast.core.converters import Convert
 from sparkcast.errors import MissingKeyError
 from sparkcast.spark.state.blobs import load_value, store_value
+from sparkcast.spark.state.variables import SparkStates
 from sparkcast.spark.state.worker_cache import WORKER
 
 LAYOUT_VERSION = 2  # see the module docstring; a checkpoint's compatibility record names it
@@ -45,24 +45,6 @@ SWEEP_BUCKETS = 2  # extra buckets per TTL descriptor swept each micro-batch
 _BROADCAST_CACHE = WORKER.section(
     "operator broadcast", "taken while its key (pipeline, descriptor, broadcast version) matches",
     lambda found: len(found[0]))
-
-
-def state_name(prefix: str, name: str) -> str:
-    """A Spark-safe state variable name, unique per descriptor name."""
-    safe = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return f"{prefix}_{safe}_{hashlib.blake2b(name.encode(), digest_size=3).hexdigest()}"
-
-
-class SparkStates:
-    """The operator's Spark state variables; declared once in the processor's ``init``."""
-
-    def __init__(self, handle: Any, broadcast_names: list[str]) -> None:
-        self.meta = handle.getMapState("meta", "name string", "blob binary")
-        self.broadcast = {
-            n: handle.getMapState(state_name("b", n), "bucket int", "blob binary")
-            for n in broadcast_names
-        }
-        self.keyed = handle.getMapState("keyed", "state string, bucket int", "blob binary")
 
 
 class SparkStateBackend(StateBackend):

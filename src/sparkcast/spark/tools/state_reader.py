@@ -36,11 +36,11 @@ from sparkcast.core.seed import Seed
 from sparkcast.errors import PipelineError
 from sparkcast.spark.plan import Engine, recorded_engine
 from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots, storage
-from sparkcast.spark.state.backend import state_name
 from sparkcast.spark.state.blobs import blob_store_under, load_encoded, load_value
 from sparkcast.spark.state.compatibility import read_layout
 from sparkcast.spark.state.keyed_store import SubtaskStore
 from sparkcast.spark.state.store_backend import key_of, value_of
+from sparkcast.spark.state.variables import state_name
 from sparkcast.spark.tools.state_types import fit, spark_type
 
 ALL_PARTS = ("meta", "keyed", "broadcast")
