@@ -12,9 +12,10 @@ brings its own sinks; the CLI watches it and stops it). Three steps, the first b
   as ``spark-submit --py-files`` does, so code the executors import at run time finds it (not
   when ``spark-submit --py-files`` already ships a file of that name: Spark refuses a second
   one, and the driver imported the package from the first); and
-  registers the package with PySpark's cloudpickle to be pickled *by value*, because the Python
-  runner ``transformWithStateInPandas`` starts on the driver sees no py-files
-  (``spark/launch/shipping.py``).
+  registers the package with PySpark's cloudpickle to be pickled *by value*, so that no Python
+  process needs the py-files to unpickle the job's functions (the runner
+  ``transformWithStateInPandas`` starts on the driver sees none, ``spark/launch/shipping.py``;
+  the operator's processor gives it no function to unpickle, only state to declare).
 * ``run_job`` calls the function, starts the query and shows the live view until the query
   ends, Ctrl-C, or ``--duration`` passes (then it stops between two micro-batches). At the
   end it says what the run came to when it was all or mostly dead letters (the first reason),
