@@ -321,6 +321,33 @@ def test_a_part_whose_cached_producer_was_left_inside_a_transaction_is_written_o
     assert kafka_marker_reads.read_markers(settings, markers)["stuck/main/0"]["batch"] == 4
 
 
+def test_a_marker_read_after_its_broker_restarted_still_finds_the_markers():
+    """A process keeps one admin client for its marker reads' offsets (its connections are up);
+    one that outlived its partitions' leaders (the broker restarted, a rolling restart moves
+    them) answered every offsets request with FENCED_LEADER_EPOCH from then on, so each
+    marker read of that process failed: the read now asks a new client, which finds them."""
+    from sparkcast.spark.outputs import kafka_client, kafka_marker_reads
+    from sparkcast.testing.kafka import KafkaBroker
+
+    with KafkaBroker() as broker:
+        markers = "restarted-markers"
+        broker.create_topic(markers, config={"cleanup.policy": "compact"})
+        broker.produce(markers, [("restarted/main/0", {"batch": 3, "parts": 1})])
+        settings = kafka_client.librdkafka_settings({"bootstrap.servers": broker.bootstrap})
+        try:
+            assert kafka_marker_reads.read_markers(settings, markers)[
+                "restarted/main/0"]["batch"] == 3
+            stale = kafka_client.admin(settings)
+            broker.stop(kill=True)
+            broker.start()
+            assert kafka_marker_reads.read_markers(settings, markers)[
+                "restarted/main/0"]["batch"] == 3
+            assert kafka_client.admin(settings) is not stale
+        finally:
+            # no client left to reach a stopped broker
+            kafka_client.forget_admin(settings, kafka_client.admin(settings))
+
+
 def test_a_part_larger_than_the_producers_queue_is_written_whole_and_in_order(kafka_broker):
     """The part writer produces in chunks (``produce_batch``); a local queue of 1,000 records
     refuses most of each 10,000-record chunk, and the refused records go again once

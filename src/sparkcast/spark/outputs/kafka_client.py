@@ -58,14 +58,31 @@ def librdkafka_settings(options: dict[str, str]) -> dict[str, Any]:
 
 #: settings' digest -> this process's admin client of them
 _ADMINS = WORKER.section("admin clients", "taken while its settings are the same (it holds "
-                         "connections, no state of a part)")
+                         "connections, no state of a part); dropped when its partitions' "
+                         "leaders moved (forget_admin)")
 
 
 def admin(settings: dict[str, Any]) -> Any:
     """This process's admin client of ``settings``, made once: a new one's first answers wait
     for its connections (a marker read's offsets took 1-3 s in one read of five, 0.01 s on a
     client already connected)."""
-    key = hashlib.sha256(repr(sorted((k, str(v)) for k, v in settings.items()
-                                     if k != "logger")).encode()).hexdigest()
-    found = _ADMINS.get(key)
-    return found if found is not None else _ADMINS.put(key, client().admin.AdminClient(settings))
+    found = _ADMINS.get(_admin_key(settings))
+    if found is not None:
+        return found
+    return _ADMINS.put(_admin_key(settings), client().admin.AdminClient(settings))
+
+
+def forget_admin(settings: dict[str, Any], stale: Any) -> None:
+    """Drop ``stale``, this process's admin client of ``settings`` unless another thread has
+    replaced it already: one that outlived its partitions' leaders (a broker restarted) answers
+    every offsets request with FENCED_LEADER_EPOCH from then on, where a new one asks for the
+    leaders again. A caller holds its own reference while it waits for an answer (a client
+    collected meanwhile never answers)."""
+    key = _admin_key(settings)
+    if _ADMINS.get(key) is stale:
+        _ADMINS.pop(key)
+
+
+def _admin_key(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(repr(sorted((k, str(v)) for k, v in settings.items()
+                                      if k != "logger")).encode()).hexdigest()

@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 from sparkcast.errors import SinkError
-from sparkcast.spark.outputs.kafka_client import admin, client
+from sparkcast.spark.outputs.kafka_client import admin, client, forget_admin
 
 #: seconds a read of the markers may wait for the transactions before its end to close (a
 #: killed writer's is aborted by the broker after its ``transaction.timeout.ms``, 60 s here)
@@ -74,19 +74,24 @@ def _ends(settings: dict[str, Any], topic: str, partitions: list[int], committed
     """Each partition's high watermark now; for a committed read, once its last stable offset
     has reached it (the transactions before it have ended)."""
     kafka = client()
-    admin_client = admin(settings)
+    deadline = time.monotonic() + MARKER_WAIT
 
     def latest(isolation: Any) -> dict[int, int]:
         asked = {kafka.TopicPartition(topic, p): kafka.admin.OffsetSpec.latest()
                  for p in partitions}
-        if not asked:
-            return {}
-        answers = admin_client.list_offsets(asked, isolation_level=isolation,
-                                            request_timeout=30)
-        return {tp.partition: future.result().offset for tp, future in answers.items()}
+        while asked:
+            asking = admin(settings)  # held until answered: a collected client never answers
+            answers = asking.list_offsets(asked, isolation_level=isolation, request_timeout=30)
+            try:
+                return {tp.partition: future.result().offset for tp, future in answers.items()}
+            except kafka.KafkaException as error:
+                if not _leaders_moved(kafka, error) or time.monotonic() > deadline:
+                    raise
+                forget_admin(settings, asking)  # its leaders are stale: a new client asks
+                time.sleep(0.2)
+        return {}
 
     high = latest(kafka.IsolationLevel.READ_UNCOMMITTED)
-    deadline = time.monotonic() + MARKER_WAIT
     while committed and high:
         stable = latest(kafka.IsolationLevel.READ_COMMITTED)
         if all(stable[p] >= high[p] for p in high):
@@ -96,6 +101,15 @@ def _ends(settings: dict[str, Any], topic: str, partitions: list[int], committed
                             f"{MARKER_WAIT:.0f} s: a transaction before them stayed open")
         time.sleep(0.1)
     return high
+
+
+def _leaders_moved(kafka: Any, error: Any) -> bool:
+    """An offsets answer from stale leaders (a restarted broker, a topic just made, a leader
+    moved), which librdkafka does not mark retriable: asked again, it is answered."""
+    moved = {getattr(kafka.KafkaError, name) for name in (
+        "FENCED_LEADER_EPOCH", "UNKNOWN_LEADER_EPOCH", "NOT_LEADER_FOR_PARTITION",
+        "LEADER_NOT_AVAILABLE", "_NOENT")}
+    return bool(error.args) and error.args[0].code() in moved
 
 
 def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
