@@ -1,5 +1,6 @@
-"""``write_stream``'s files: the outputs partitioned by ``_output``, the manifest of their
-schemas and the progress log beside them, and ``read_output`` to read them back.
+"""``write_stream``'s files (and ``sinks.files``, ``FilesSink``): the outputs partitioned by
+``_output``, the manifest of their schemas and the progress log beside them, and
+``read_output`` to read them back.
 
 One query writes the tagged frame with ``_tag`` replaced by the partition column ``_output``
 (``<path>/_output=main/``, ``_output=<tag>/``, ``_output=dead_letters/``, ``_output=_metrics/``;

@@ -66,10 +66,9 @@ def admin(settings: dict[str, Any]) -> Any:
     """This process's admin client of ``settings``, made once: a new one's first answers wait
     for its connections (a marker read's offsets took 1-3 s in one read of five, 0.01 s on a
     client already connected)."""
-    found = _ADMINS.get(_admin_key(settings))
-    if found is not None:
-        return found
-    return _ADMINS.put(_admin_key(settings), client().admin.AdminClient(settings))
+    key = _admin_key(settings)
+    found = _ADMINS.get(key)
+    return found if found is not None else _ADMINS.put(key, client().admin.AdminClient(settings))
 
 
 def forget_admin(settings: dict[str, Any], stale: Any) -> None:
