@@ -58,8 +58,8 @@ def install(folder: str) -> None:
     write_part = PartWriter._write_with
     write_files = TaskWriter.write
 
-    def part_held(self: Any, mine: Any, part: int, batches: Any) -> Any:
-        count = write_part(self, mine, part, batches)
+    def part_held(self: Any, mine: Any, part: int, batches: Any, attempt: Any) -> Any:
+        count = write_part(self, mine, part, batches, attempt)
         if (count is not None and self.batch_id == HOLD_BATCH
                 and claim(folder, f"kafka-{self.topic}")):
             hold(folder)

@@ -25,8 +25,8 @@ def install(folder: str) -> None:
 
     write = PartWriter._write_with
 
-    def held(self: Any, mine: Any, part: int, batches: Any) -> Any:
-        count = write(self, mine, part, batches)
+    def held(self: Any, mine: Any, part: int, batches: Any, attempt: Any) -> Any:
+        count = write(self, mine, part, batches, attempt)
         if count is not None and self.batch_id == HOLD_BATCH:
             try:
                 made = os.open(os.path.join(folder, "committed"),

@@ -15,9 +15,11 @@ from sparkcast.spark.state.store_backend import StoreBackend
 KEYS = ["a", "b", ("x", 1), 7]
 
 
-def _batch(location: str, root: Path, batch: int, keys: list, subtask: int = 0) -> dict:
-    """One micro-batch: count each key, remember the batch in a blob; the state after it."""
-    store = SubtaskStore(location, "store", subtask, str(root))
+def _batch(location: str, root: Path, batch: int, keys: list, subtask: int = 0,
+           attempt: str | None = None) -> dict:
+    """One micro-batch: count each key, remember the batch in a blob; the state after it
+    (``attempt``: its file staged under that name)."""
+    store = SubtaskStore(location, "store", subtask, str(root), attempt=attempt)
     store.open(batch)
     try:
         backend = StoreBackend(store, {})
@@ -56,6 +58,40 @@ def test_state_survives_hosts_replays_and_compaction(tmp_path):
     assert snapshots == [SNAPSHOT_INTERVAL - 1, 2 * SNAPSHOT_INTERVAL - 1]
     # what a replay of the last snapshot's batch needs is kept, nothing older
     assert min(files) == SNAPSHOT_INTERVAL - 1
+
+
+def test_the_state_of_a_batch_is_the_attempt_a_sinks_commit_named(tmp_path):
+    """Two attempts of batch 1 that computed different state (a function that reads the clock)
+    stage their files; the batch's state is the one published, whichever attempt ran last on
+    a worker, and a worker's copy of the other attempt is rebuilt."""
+    location = str(tmp_path / "keyed")
+    _batch(location, tmp_path / "w1", 0, ["a"])
+    _batch(location, tmp_path / "w1", 1, ["a"], attempt="first")
+    _batch(location, tmp_path / "w2", 1, ["b"], attempt="retry")
+    assert _read(location, tmp_path / "cold", 2) == ({"a": 1}, 0)  # nothing published yet
+    assert keyed_store.publish(location, 0, 1, "first")  # the attempt Kafka holds
+    assert not keyed_store.publish(location, 0, 1, "never-staged")
+    assert keyed_store.publish(location, 0, 1, "first")  # published already: still an answer
+    assert _read(location, tmp_path / "w2", 2) == ({"a": 2}, 1)  # w2's copy was "retry"'s
+    assert _read(location, tmp_path / "w1", 2) == ({"a": 2}, 1)
+    # a replay that adopts "retry" instead (its marker won) replaces the published file
+    assert keyed_store.publish(location, 0, 1, "retry")
+    assert _read(location, tmp_path / "w1", 2) == ({"a": 1, "b": 1}, 1)
+    # a staged snapshot forgets the older files only once it is published
+    last = 2 * SNAPSHOT_INTERVAL - 1  # the second snapshot: the first one's deltas can go
+    for batch in range(2, last + 1):
+        _batch(location, tmp_path / "w1", batch, ["a"], attempt=f"at-{batch}")
+        folder = tmp_path / "keyed" / "0"
+        assert min(versions(str(folder))) == 0
+        assert keyed_store.publish(location, 0, batch, f"at-{batch}")
+    assert min(versions(str(folder))) == SNAPSHOT_INTERVAL - 1
+    assert _read(location, tmp_path / "cold", last + 1)[0] == {"a": last, "b": 1}
+    # what attempts staged for batches before the one published is gone
+    assert sorted(p.name for p in folder.iterdir() if p.name.count(".") == 2) == []
+    # a zombie of a settled batch publishes nothing
+    _batch(location, tmp_path / "zombie", last - 1, ["z"], attempt="zombie")
+    assert keyed_store.publish(location, 0, last - 1, "zombie")
+    assert _read(location, tmp_path / "cold2", last + 1)[0] == {"a": last, "b": 1}
 
 
 def test_a_delta_holds_only_what_the_batch_changed(tmp_path):

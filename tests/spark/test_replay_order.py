@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,13 +89,14 @@ def _write(base: Path, batch: int) -> list[Path]:
             for i, rows in enumerate(BATCHES[batch])]
 
 
-def _run(spark: Any, base: Path, engine: str, sink: Any = None, events: Any = None) -> None:
+def _run(spark: Any, base: Path, engine: str, sink: Any = None, events: Any = None,
+         function: Any = None, output: str = OUTPUT) -> None:
     if events is None:
         events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 2)
                   .json(str(base / "events")))
     rules = spark.readStream.schema("name string, limit long").json(str(base / "rules"))
     result = (Stream(events).key_by("k").connect(Stream(rules).broadcast(RULES))
-              .process(Previous(), OUTPUT, parallelism=2, engine=engine))
+              .process(function or Previous(), output, parallelism=2, engine=engine))
     where = {"sinks": {"main": sink}} if sink else {"path": str(base / "out")}
     query = result.write_stream(checkpoint_location=str(base / "checkpoint"),
                                 trigger={"availableNow": True}, **where)
@@ -190,6 +192,56 @@ def test_a_replay_with_other_kafka_min_partitions_runs_a_keys_rows_in_the_same_o
     partitions = {r.partition for r in kafka_broker.read(source)}
     assert partitions == {0, 1}  # the key's rows are in both source partitions
     _assert_one_chain(_written(kafka_broker, topic), ids)
+
+
+class Drawn(KeyedBroadcastProcessFunction):
+    """Each row with a number drawn for it and the one its key drew before: two runs of one
+    micro-batch never draw the same."""
+
+    def open(self, runtime_context: Any) -> None:
+        self.last = runtime_context.get_state(LAST)
+
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        drawn = uuid.uuid4().hex
+        yield value["k"], value["id"], drawn, self.last.value()
+        self.last.update(drawn)
+
+    def process_broadcast_element(self, value: Any, ctx: Any) -> None:
+        ctx.get_broadcast_state(RULES).put(value["name"], value["limit"])
+
+
+def test_a_replay_whose_kafka_parts_are_in_keeps_the_state_of_the_attempt_kafka_holds(
+        spark, kafka_broker, tmp_path):
+    """A function that draws a random number: the replay of batch 1 (Spark's commit of it
+    removed after Kafka committed its parts) draws other numbers, but the state it leaves is
+    the first attempt's, whose outputs Kafka holds (the marker names it, the replay publishes
+    its staged keyed state): batch 2's rows continue the chain the committed outputs drew."""
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "rules.json").write_text(json.dumps({"name": "x", "limit": 1}))
+    topic = "drawn-out"
+    kafka_broker.create_topic(topic, partitions=2)
+    sink = sinks.kafka(kafka_broker.bootstrap, topic)
+    rows = [[{"k": k, "id": f"{batch}-{k}-{i}"} for k in "kl" for i in range(count)]
+            for batch, count in enumerate([3, 5, 2])]
+    def run(*batches: int) -> None:  # a micro-batch per file
+        for batch in batches:
+            write_batch_file(tmp_path / "events", batch, rows[batch])
+        events = (spark.readStream.schema(EVENTS).option("maxFilesPerTrigger", 1)
+                  .json(str(tmp_path / "events")))
+        _run(spark, tmp_path, "micro_batch", sink, events, function=Drawn(),
+             output="k string, id string, drawn string, previous string")
+
+    run(0, 1)
+    _forget_sparks_commit(tmp_path / "checkpoint", 1)
+    run(2)
+    written = [json.loads(r.value) for r in kafka_broker.read(topic)]
+    assert sorted(w["id"] for w in written) == sorted(r["id"] for b in rows for r in b)
+    for key in "kl":
+        drawn = [w["drawn"] for w in written if w["k"] == key]
+        previous = [w.get("previous") for w in written if w["k"] == key]
+        # one unbroken chain: each row's previous is a number a committed row drew
+        assert previous.count(None) == 1 and len(set(previous)) == len(previous)
+        assert set(previous) - {None} <= set(drawn), (key, previous, drawn)
 
 
 def _written(broker: Any, topic: str) -> list[tuple[str, str, str | None]]:

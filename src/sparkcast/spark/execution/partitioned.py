@@ -33,6 +33,7 @@ subtask reads snapshot N and emits the outputs the driver's one run produced for
 
 from __future__ import annotations
 
+import copy
 import tempfile
 from collections.abc import Iterator
 from functools import cached_property
@@ -75,7 +76,7 @@ from sparkcast.spark.layout import (
 from sparkcast.spark.plan import RuntimePlan, WorkerPlan
 from sparkcast.spark.state import checkpoint_files, keyed_store, snapshots
 from sparkcast.spark.state.compatibility import guard_subtask, layout_json, layout_of
-from sparkcast.spark.state.keyed_store import SubtaskStore
+from sparkcast.spark.state.keyed_store import SubtaskStore, attempt_token
 from sparkcast.spark.state.store_backend import StoreBackend
 
 ALWAYS, IF_HELD, NEVER = "always", "if_held", "never"  # which subtasks apply the elements
@@ -230,6 +231,15 @@ class PartitionedRunner:
         self.layout = layout
         #: when the oldest update the driver applied was made (``BroadcastApplier.made_at``)
         self.made_at = made_at
+        #: the driver's nonce of the batch's job where each attempt stages its keyed state for
+        #: a sink's commit to name (``keyed_store.publish``); None: written in place
+        self.stage_for: str | None = None
+
+    def staged(self, nonce: str) -> PartitionedRunner:
+        """This runner with each task attempt's keyed state staged under its name."""
+        runner = copy.copy(self)
+        runner.stage_for = nonce
+        return runner
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _, outputs in self.by_subtask(batches):
@@ -253,7 +263,8 @@ class PartitionedRunner:
     def _run(self, subtask: int, rows: pa.Table, runner: SubtaskRunner
              ) -> Iterator[pa.RecordBatch]:
         plan = self.plan
-        store = SubtaskStore(*self.store, subtask)
+        attempt = attempt_token(self.stage_for) if self.stage_for is not None else None
+        store = SubtaskStore(*self.store, subtask, attempt=attempt)
         store.open(self.batch)
         try:
             engine = cached_engine(plan, subtask, lambda: plan_engine(plan, subtask))

@@ -128,11 +128,13 @@ class KafkaSink:
 
 
 class RunMarkers(NamedTuple):
-    """An output's marker topic, its partitions, and its markers (``marker key → batch``)."""
+    """An output's marker topic, its partitions, its markers (``marker key → batch``) and the
+    task attempts they name (``marker key → attempt``, the markers that name one)."""
 
     topic: str
     partitions: int
     markers: dict[str, int]
+    attempts: dict[str, str]
 
 
 class KafkaWriter:
@@ -166,7 +168,7 @@ class KafkaWriter:
     def part_writer(self, sink: KafkaSink, output: str, batch_id: int) -> PartWriter | None:
         """The writer of the parts of ``output``'s batch that Kafka does not have (None: it
         has them all)."""
-        marker_topic, partitions, markers = self.run()[output]
+        marker_topic, partitions, markers, _ = self.run()[output]
         if self.by_subtask and self.subtasks is not None:
             recorded, parts = self.subtasks, malformed_part(self.subtasks) + 1
         else:
@@ -178,6 +180,18 @@ class KafkaWriter:
             return None  # a replay of a batch Kafka has in full
         return PartWriter(sink.settings, sink.topic, marker_topic, prefix, output, batch_id,
                           recorded, committed, self._by, partitions, self.query_id)
+
+    def named_attempts(self, batch_id: int) -> dict[int, tuple[str, ...]]:
+        """Part → the task attempts that its markers of ``batch_id`` name, over every output,
+        as read at the run's start: whose keyed state a replay of the batch adopts
+        (``task_sinks.StagedState``)."""
+        found: dict[int, tuple[str, ...]] = {}
+        for run in self.run().values():
+            for key, attempt in run.attempts.items():
+                if run.markers.get(key) == batch_id:
+                    part = int(key.rsplit("/", 1)[1])
+                    found[part] = (*found.get(part, ()), attempt)
+        return found
 
     def written(self, sink: KafkaSink, output: str, batch_id: int, parts: list[int]) -> None:
         """Record the parts of ``output``'s batch that were committed."""
@@ -238,7 +252,9 @@ class KafkaWriter:
             _refuse_other_parts(sink, output, ours[output], self._by, self.subtasks)
             _warn_rolled_back(sink, output, ours[output], self.checkpoint)
         return {output: RunMarkers(chosen[output], partitions[output],
-                                   {key: record["batch"] for key, record in ours[output].items()})
+                                   {key: record["batch"] for key, record in ours[output].items()},
+                                   {key: record["attempt"] for key, record in ours[output].items()
+                                    if record.get("attempt") is not None})
                 for output, _ in self.sinks}
 
 

@@ -43,8 +43,8 @@ def marker_key(prefix: str, output: str, part: int) -> str:
 
 def read_markers(settings: dict[str, Any], topic: str, committed: bool = True,
                  partitions: list[int] | None = None) -> dict[str, dict[str, Any]]:
-    """The newest marker (``batch``, ``parts``, ``by``, ``query``: None in markers written
-    before it was recorded) of every key in ``topic``'s
+    """The newest marker (``batch``, ``parts``, ``by``; ``query``, ``attempt``: None in
+    markers written before they were recorded) of every key in ``topic``'s
     ``partitions`` (all by default), each read to the high watermark it has when the read
     starts. ``committed``: only committed markers, read with ``read_committed`` once the
     partition's last stable offset has reached that watermark, so a marker committed behind a
@@ -133,8 +133,10 @@ def _consume_markers(consumer: Any, kafka: Any, pending: set[int]
         if message.key() is not None and message.value() is not None:
             record = json.loads(message.value())
             key = message.key().decode()
+            attempt = record.get("attempt")  # the task attempt whose keyed state it holds
             if int(record["batch"]) >= markers.get(key, {}).get("batch", -1):
                 markers[key] = {"batch": int(record["batch"]), "parts": int(record["parts"]),
                                 "by": record.get("by", PARTS_BY_KEY),
-                                "query": record.get("query")}
+                                "query": record.get("query"),
+                                "attempt": attempt if isinstance(attempt, str) else None}
     return markers

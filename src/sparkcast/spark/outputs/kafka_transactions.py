@@ -3,7 +3,8 @@
 A part's rows and its marker record go to Kafka in ONE transaction of a producer whose
 ``transactional.id`` belongs to the part (``<prefix>-<output>-<part>``), so the rows become
 visible to ``read_committed`` consumers together with the marker that says "part p of batch N
-is in", or neither does. Whether a part is in is decided by one protocol,
+is in" (and, written by the pattern's tasks, which task attempt's keyed state produced it:
+``task_sinks.StagedState``), or neither does. Whether a part is in is decided by one protocol,
 ``PartWriter.write_once``, whatever attempt asks (a task's first attempt or its retry, a stage
 re-attempt whose tasks start at attempt number 0 again, a speculative copy, a zombie whose
 executor was declared lost) and on any worker:
@@ -79,6 +80,8 @@ class KeptProducer:
     newest: int
     #: the batch this worker last initialised it for or committed with it
     used_for: int = -1
+    #: the task attempt that ``newest``'s marker names (None: a marker without one)
+    attempt: str | None = None
 
     def current(self, batch_id: int) -> bool:
         """Whether it may still hold the part's id at ``batch_id``: initialised for that batch
@@ -176,7 +179,7 @@ class PartWriter:
         part = context.partitionId() if context is not None else 0
         self.prepare(part)
         rows = [b for b in batches if b.num_rows]
-        written = (self.write_once(part, rows) or 0) if rows else 0
+        written = (self.write_once(part, rows) or 0) if rows else 0  # no state to name
         yield pa.RecordBatch.from_pydict({"part": [part], "records": [written]},
                                          schema=pa.schema([("part", pa.int32()),
                                                            ("records", pa.int64())]))
@@ -195,10 +198,12 @@ class PartWriter:
             _KEPT.pop(transactional_id)
             _PREPARING[transactional_id] = _background().submit(self._initialise, part)
 
-    def write_once(self, part: int, batches: list[pa.RecordBatch]) -> int | None:
-        """Write the part's rows in one transaction with its marker unless the part is in
-        (None then); the records written otherwise. The module's docstring says why no
-        attempt, on any worker, writes a part that is in, and why two never both commit."""
+    def write_once(self, part: int, batches: list[pa.RecordBatch], attempt: str | None = None
+                   ) -> int | None:
+        """Write the part's rows in one transaction with its marker, which names the task
+        ``attempt`` whose keyed state produced them, unless the part is in (None then); the
+        records written otherwise. The module's docstring says why no attempt, on any worker,
+        writes a part that is in, and why two never both commit."""
         if part in self.committed:
             return None
         transactional_id = self.transactional_id(part)
@@ -206,7 +211,7 @@ class PartWriter:
         mine = kept(transactional_id)
         if mine is not None and mine.used_for == self.batch_id - 1:
             try:  # the producer of the batch before: fenced if the part moved since
-                return self._write_with(mine, part, batches)
+                return self._write_with(mine, part, batches, attempt)
             except client().KafkaException as error:
                 _KEPT.pop(transactional_id)
                 if not _fenced(error) and not _stuck(error):
@@ -215,7 +220,7 @@ class PartWriter:
         if mine is None or mine.used_for < self.batch_id:
             mine = _KEPT.put(transactional_id, self._initialise(part))
         try:  # initialised for this batch: fenced only by a newer attempt of the part
-            return self._write_with(mine, part, batches)
+            return self._write_with(mine, part, batches, attempt)
         except client().KafkaException as error:
             _KEPT.pop(transactional_id)
             raise (self._superseded(part) if _fenced(error)
@@ -224,25 +229,33 @@ class PartWriter:
     def _initialise(self, part: int) -> KeptProducer:
         """A new producer of the part's id (every older one fenced) and the part's marker."""
         made = initialised(self.settings, self.transactional_id(part), self.marker_topic)
-        return KeptProducer(made, self.committed_batch(part), self.batch_id)
+        marker = self.committed_marker(part)
+        return KeptProducer(made, marker.get("batch", -1), self.batch_id, marker.get("attempt"))
 
-    def committed_batch(self, part: int) -> int:
-        """The newest batch of ``part`` in Kafka (-1: none), read exactly: call it after the
+    def committed_marker(self, part: int) -> dict[str, Any]:
+        """The newest marker of ``part`` in Kafka (empty: none), read exactly: call it after the
         part's id was initialised, so no transaction of the part is left open."""
         partition = part % self.marker_partitions
         markers = read_markers(self.settings, self.marker_topic, partitions=[partition])
-        return markers.get(marker_key(self.prefix, self.output, part), {}).get("batch", -1)
+        return markers.get(marker_key(self.prefix, self.output, part), {})
+
+    def named_attempt(self, part: int) -> str | None:
+        """The task attempt that the part's marker of this batch names, as this worker read or
+        committed it (None: not known here, or a marker without one)."""
+        mine = kept(self.transactional_id(part))
+        return mine.attempt if mine is not None and mine.newest == self.batch_id else None
 
     def transactional_id(self, part: int) -> str:
         return f"{self.prefix}-{self.output}-{part}"
 
-    def _write_with(self, mine: KeptProducer, part: int, batches: list[pa.RecordBatch]
-                    ) -> int | None:
+    def _write_with(self, mine: KeptProducer, part: int, batches: list[pa.RecordBatch],
+                    attempt: str | None) -> int | None:
         """The part through ``mine``, unless it knows the part is in (None then)."""
         if mine.newest >= self.batch_id:
             return None
-        count = self._transaction(mine.producer, part, batches)
+        count = self._transaction(mine.producer, part, batches, attempt)
         mine.newest = mine.used_for = self.batch_id
+        mine.attempt = attempt
         return count
 
     def _superseded(self, part: int) -> SinkError:
@@ -258,8 +271,8 @@ class PartWriter:
                          f"{part} of micro-batch {self.batch_id} failed "
                          f"({error.args[0].str()}); its transaction was aborted")
 
-    def _transaction(self, kafka_producer: Any, part: int, batches: list[pa.RecordBatch]
-                     ) -> int:
+    def _transaction(self, kafka_producer: Any, part: int, batches: list[pa.RecordBatch],
+                     attempt: str | None) -> int:
         kafka_producer.begin_transaction()
         try:
             count = 0
@@ -272,7 +285,7 @@ class PartWriter:
                     _produce_in_order(kafka_producer, self.topic, keys, values)
                 count += batch.num_rows
             marker = json.dumps({"batch": self.batch_id, "parts": self.parts, "by": self.by,
-                                 "query": self.query})
+                                 "query": self.query, "attempt": attempt})
             _produce(kafka_producer, self.marker_topic, marker_key(self.prefix, self.output,
                                                                    part), marker,
                      part % self.marker_partitions)

@@ -12,7 +12,9 @@ Kafka output's records in the same stage, and a second ``mapInArrow``
 (``task_sinks.SinkTaskWriter``) that writes each subtask's rows of each Kafka output in one
 transaction with its marker, and each files sink's rows into its staging folder. The dead letters
 of malformed input rows (malformed-row capture) are in no subtask: one more task writes them, as
-one more part (``kafka.malformed_part``). The driver then commits the files (after Kafka, as
+one more part (``kafka.malformed_part``). With a Kafka sink, each task attempt stages its
+subtasks' keyed state, and the task publishes the state of the attempt each part's marker
+names (``task_sinks.StagedState``). The driver then commits the files (after Kafka, as
 before) and reports the counts the tasks took.
 
 A part is a subtask (``kafka_marker_reads.PARTS_BY_SUBTASK`` in its markers), so the sinks'
@@ -25,6 +27,7 @@ would).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,7 +37,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, StructField, StructType
 
-from sparkcast.spark.execution.partitioned import PartitionedOutputs
+from sparkcast.spark.execution.partitioned import PartitionedOutputs, PartitionedRunner
 from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.execution.task_writer import FileLayout, Tally
 from sparkcast.spark.layout import SUBTASK
@@ -52,6 +55,7 @@ from sparkcast.spark.outputs.task_sinks import (
     FilesTarget,
     KafkaTarget,
     SinkTaskWriter,
+    StagedState,
     record_columns,
     with_subtask,
 )
@@ -152,7 +156,8 @@ class SinksInTasks:
             if writer is not None:
                 targets.append(KafkaTarget(output, index, writer))
         tagged = batch.outputs.output_type(batch.frame)
-        labelled = parts.main.mapInArrow(with_subtask(parts.runner), StructType(
+        runner, state = self._staged(batch, parts.runner, kafka)
+        labelled = parts.main.mapInArrow(with_subtask(runner), StructType(
             [*tagged.fields, StructField(SUBTASK, IntegerType())]))
         if parts.corrupt is not None:  # in no subtask: one part of their own, one task
             part = F.lit(malformed_part(self.plan.parallelism)).cast("int")
@@ -160,8 +165,9 @@ class SinksInTasks:
                 parts.corrupt.withColumn(SUBTASK, part).coalesce(1))
         records = labelled.select("*", *self._record_columns(targets))
         held = (batch.outputs.subtasks_by_partition
-                if targets and isinstance(batch.outputs, PartitionedOutputs) else {})
-        task_writer = SinkTaskWriter(tuple(f.target for f in files), tuple(targets), held)
+                if isinstance(batch.outputs, PartitionedOutputs) else {})
+        task_writer = SinkTaskWriter(tuple(f.target for f in files), tuple(targets), held,
+                                     state)
         with phase(spark, "the pattern, its outputs written by its tasks"):
             rows = [row.asDict() for row in records.mapInArrow(task_writer, WRITTEN).collect()]
         for output, sink in self.writer.kafka:
@@ -177,6 +183,18 @@ class SinksInTasks:
         listen(spark)
         report(batch.query, batch.batch_id, _counted(rows), parts.applied, self.observation,
                self.query_name or "write_stream")
+
+    def _staged(self, batch: Batch, runner: Any, kafka: KafkaWriter
+                ) -> tuple[Any, StagedState | None]:
+        """``runner`` with each task attempt's keyed state staged for its Kafka parts' markers
+        to name, and what the tasks publish it by; ``runner`` as it is (None) without a keyed
+        store or a Kafka sink."""
+        if not isinstance(runner, PartitionedRunner) or not self.writer.kafka:
+            return runner, None
+        assert isinstance(batch.outputs, PartitionedOutputs)
+        nonce = uuid.uuid4().hex
+        return runner.staged(nonce), StagedState(batch.outputs.store_location, batch.batch_id,
+                                                 nonce, kafka.named_attempts(batch.batch_id))
 
     def _files(self, batch_id: int) -> list[_Files]:
         """The files sinks that have not committed the batch, each with a clean staging

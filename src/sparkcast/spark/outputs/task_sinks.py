@@ -17,11 +17,15 @@ headers in a third for a sink with ``headers=``. Per task:
   order, and a subtask's rows of a batch are the same in a replay (source order), so the
   marker tells a replay what to skip (``PartWriter.write_once``: every attempt of a part finds
   out exactly whether it is in before it writes). The whole partition is read before the first
-  transaction begins, so a row Spark cannot encode fails the task before it writes anything.
+  transaction begins, so a row Spark cannot encode fails the task before it writes anything;
+* last, each of the partition's subtasks publishes the keyed state that the pattern staged
+  under this task attempt's name (:class:`StagedState`, ``state/keyed_store.py``), or, where a
+  part of the subtask was in already, the state of the attempt its marker names: the state
+  after the batch is the state that produced the outputs Kafka holds.
 
 It returns small rows (:data:`WRITTEN`): the files, the Kafka parts written, the rows per
-output and the tally. This module is what the tasks unpickle: it imports pyarrow and, through
-the part writer, confluent-kafka only.
+output and the tally. This module is what the tasks unpickle: it imports pyarrow, the keyed
+store (sqlite3) and, through the part writer, confluent-kafka only.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcast.errors import SinkError
 from sparkcast.spark.execution.task_writer import (
     FileLayout,
     OutputFiles,
@@ -41,7 +46,9 @@ from sparkcast.spark.execution.task_writer import (
     task_partition,
 )
 from sparkcast.spark.layout import SUBTASK
+from sparkcast.spark.outputs.kafka_client import LOG
 from sparkcast.spark.outputs.kafka_transactions import PartWriter
+from sparkcast.spark.state import keyed_store
 
 #: a task's rows: a file of files sink ``sink``; a Kafka ``part`` written; an output's
 #: ``rows`` (no file, no part); the tally (``summary``)
@@ -77,14 +84,51 @@ class KafkaTarget:
 
 
 @dataclass(frozen=True)
+class StagedState:
+    """The batch's keyed state as each task attempt of the pattern staged it
+    (``keyed_store.publish``), to publish per subtask once its Kafka parts are decided: the
+    attempt a committed part's marker names (a replay adopts it, and never the state its own
+    run computed), or this attempt where its parts are its own."""
+
+    location: str  #: the keyed store's folder in the checkpoint
+    batch_id: int
+    nonce: str  #: the driver's for this batch's job (``keyed_store.attempt_token``)
+    #: subtask → the attempts its parts' markers of the batch name, read at the run's start
+    named: Mapping[int, tuple[str, ...]]
+
+    def publish(self, subtasks: tuple[int, ...], kafka: tuple[KafkaTarget, ...]) -> None:
+        own = keyed_store.attempt_token(self.nonce)
+        for subtask in subtasks:
+            named = sorted({*self.named.get(subtask, ()),
+                            *(a for t in kafka if (a := t.writer.named_attempt(subtask)))})
+            if len(named) > 1:
+                LOG.warning(f"subtask {subtask} of micro-batch {self.batch_id}: its Kafka "
+                            f"outputs' parts were committed by different attempts ({named}); "
+                            f"its keyed state is {named[0]}'s, which the other parts' "
+                            "outputs did not come from")
+            if named and named[0] != own:
+                if keyed_store.publish(self.location, subtask, self.batch_id, named[0]):
+                    continue
+                LOG.warning(f"subtask {subtask} of micro-batch {self.batch_id}: the keyed "
+                            f"state of attempt {named[0]}, whose outputs Kafka holds, is gone; "
+                            "this attempt's is kept, which may not be the state those "
+                            "outputs came from")
+            if not keyed_store.publish(self.location, subtask, self.batch_id, own):
+                raise SinkError(f"subtask {subtask} of micro-batch {self.batch_id}: this "
+                                "attempt staged no keyed state to publish")
+
+
+@dataclass(frozen=True)
 class SinkTaskWriter:
-    """The ``mapInArrow`` body: one partition's tagged rows into the targets."""
+    """The ``mapInArrow`` body: one partition's tagged rows into the targets, then each of its
+    subtasks' staged keyed state published (``state``; None: the runner wrote it in place)."""
 
     files: tuple[FilesTarget, ...]
     kafka: tuple[KafkaTarget, ...]
     #: the subtasks each partition holds: their Kafka producers are made ready while the
-    #: pattern runs (``PartWriter.prepare``)
+    #: pattern runs (``PartWriter.prepare``), their state published at the end
     subtasks_by_partition: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    state: StagedState | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         partition = task_partition()
@@ -109,12 +153,16 @@ class SinkTaskWriter:
                         parts.setdefault((name, subtask), []).append(records)
         result = [{**row, "sink": index} for index, written in enumerate(files)
                   for row in written.close()]
+        attempt = (keyed_store.attempt_token(self.state.nonce) if self.state is not None
+                   else None)
         for (name, subtask), records in parts.items():
-            count = kafka[name].writer.write_once(subtask, records)
+            count = kafka[name].writer.write_once(subtask, records, attempt)
             if count is not None:
                 result.append({"output": name, "part": subtask, "rows": count})
         result.extend({"output": name, "rows": count} for name, count in rows.items())
         result.append({"summary": tally.encode()})
+        if self.state is not None:
+            self.state.publish(self.subtasks_by_partition.get(partition, ()), self.kafka)
         yield pa.RecordBatch.from_pylist(result, schema=_WRITTEN)
 
 

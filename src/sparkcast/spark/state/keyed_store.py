@@ -11,6 +11,13 @@ library's binding) in place of an in-memory map, so state larger than memory sta
   batch's outputs commit; every ``SNAPSHOT_INTERVAL`` batches the whole state goes to
   ``<N>.snapshot`` instead, and files no replay can need are deleted. Incremental: a batch
   writes what it changed, never the whole state.
+* **staged** where the pattern's tasks write ``sinks.kafka`` (``outputs/task_sinks.py``):
+  each task attempt writes its file as ``<N>.delta.<attempt>`` instead, the part's Kafka
+  transaction names that attempt in its marker, and the task then publishes the named
+  attempt's file as ``<N>.delta`` (:func:`publish`): its own, or, when the part was already
+  in, the attempt whose outputs Kafka holds. The state after batch N is then the state that
+  produced its committed outputs, whatever a replay's attempt computes (a function that reads
+  the clock or draws a random number, another cut of the scan).
 * **seeded**: ``initial_state`` (and a ``rescale``) arrives as the snapshot of batch -1
   (``snapshots.SEED``), written by the driver before the first batch.
 * **fast**: the state itself lives in a SQLite file in the worker's local folder, named by the
@@ -81,8 +88,12 @@ def subtask_folder(location: str, subtask: int) -> str:
 def versions(location: str) -> dict[int, str]:
     """Batch id -> kind (``delta`` or ``snapshot``) of the files in a subtask's folder; a batch
     with both counts as a snapshot."""
+    return _versions_of(storage.list_files(location))
+
+
+def _versions_of(names: list[str]) -> dict[int, str]:
     found: dict[int, str] = {}
-    for name in storage.list_files(location):
+    for name in names:
         batch, _, kind = name.partition(".")
         if batch.lstrip("-").isdigit() and kind in ("delta", "snapshot"):
             if found.get(int(batch)) != "snapshot":
@@ -99,9 +110,12 @@ def local_root() -> str:
 class SubtaskStore:
     """One subtask's keyed state, opened for one micro-batch."""
 
-    def __init__(self, location: str, store: str, subtask: int, root: str | None = None
-                 ) -> None:
+    def __init__(self, location: str, store: str, subtask: int, root: str | None = None,
+                 attempt: str | None = None) -> None:
         self.location = subtask_folder(location, subtask)
+        #: the task attempt whose file of the batch is staged under its name until a sink's
+        #: commit names it (:func:`publish`); None: the file is written in place
+        self.attempt = attempt
         directory = os.path.join(root or local_root(), store)
         os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, f"{subtask}.sqlite")
@@ -139,12 +153,7 @@ class SubtaskStore:
 
     def _file_token(self, version: int, kind: str) -> str | None:
         """The lineage token in the checkpoint's file of ``version`` (its schema alone)."""
-        fs, path = storage.resolve(storage.join(self.location, f"{version}.{kind}"))
-        try:
-            with fs.open_input_stream(path) as stream:
-                return _token_of(pa.ipc.open_stream(stream).schema)
-        except (FileNotFoundError, pa.ArrowInvalid):
-            return "\0unreadable"  # never a local copy's token: the copy is rebuilt
+        return _token_at(storage.join(self.location, f"{version}.{kind}"))
 
     def _load(self, version: int, kind: str) -> None:
         data = storage.read_bytes(storage.join(self.location, f"{version}.{kind}"))
@@ -211,16 +220,18 @@ class SubtaskStore:
         batch rebuilds. Returns the bytes written to the checkpoint."""
         db = self._db()
         batch = self.batch
-        self.token = uuid.uuid4().hex
+        self.token = self.attempt or uuid.uuid4().hex
         with _transaction(db):
             _apply(db, changes)
             db.execute("UPDATE lineage SET batch = ?, token = ?", (batch, self.token))
-        if batch % SNAPSHOT_INTERVAL == SNAPSHOT_INTERVAL - 1:
+        name = f"{batch}.{kind_of(batch)}" + (f".{self.attempt}" if self.attempt else "")
+        if kind_of(batch) == "snapshot":
             cursor = db.execute("SELECT name, key, value FROM state ORDER BY name, key")
-            written = self._write(f"{batch}.snapshot", iter(lambda: cursor.fetchmany(65536), []))
-            self._forget_before(batch)
+            written = self._write(name, iter(lambda: cursor.fetchmany(65536), []))
+            if self.attempt is None:
+                _forget_before(self.location, batch)
             return written
-        return self._write(f"{batch}.delta", [sorted(changes, key=lambda c: (c[0], c[1]))])
+        return self._write(name, [sorted(changes, key=lambda c: (c[0], c[1]))])
 
     def _write(self, name: str, chunks: Iterable[list[Change]]) -> int:
         sink = pa.BufferOutputStream()
@@ -235,19 +246,6 @@ class SubtaskStore:
         storage.write_bytes(storage.join(self.location, name), data)
         return len(data)
 
-    def _forget_before(self, batch: int) -> None:
-        """After snapshot ``batch``: keep the snapshot before it and the deltas since (a replay
-        of ``batch`` starts there), delete everything older."""
-        files = versions(self.location)
-        older = [b for b, kind in files.items() if kind == "snapshot" and b < batch]
-        keep_from = max(older, default=min(files, default=batch))
-        for version, kind in files.items():
-            if version < keep_from:
-                for suffix in ("delta", "snapshot"):
-                    storage.delete(storage.join(self.location, f"{version}.{suffix}"))
-            elif version == keep_from and kind == "snapshot":
-                storage.delete(storage.join(self.location, f"{version}.delta"))
-
     def close(self) -> None:
         if self.db is not None:
             self.db.close()
@@ -256,6 +254,73 @@ class SubtaskStore:
     def _db(self) -> sqlite3.Connection:
         assert self.db is not None, "open() first"
         return self.db
+
+
+def kind_of(batch: int) -> str:
+    """The kind of file batch ``batch`` writes: every ``SNAPSHOT_INTERVAL``-th a snapshot."""
+    return "snapshot" if batch % SNAPSHOT_INTERVAL == SNAPSHOT_INTERVAL - 1 else "delta"
+
+
+def attempt_token(nonce: str) -> str:
+    """This task attempt's name in the files it stages: the driver's ``nonce`` for the batch's
+    job and Spark's task attempt id, which, unlike the attempt number, no other attempt of any
+    stage attempt shares (the nonce tells the applications of a checkpoint apart)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return f"{nonce}-{context.taskAttemptId() if context is not None else 0}"
+
+
+def publish(location: str, subtask: int, batch: int, attempt: str) -> bool:
+    """Make ``attempt``'s staged file of ``batch`` the subtask's file of the batch (replacing
+    one an earlier attempt published), and delete what attempts staged for earlier batches
+    (settled: batch N runs once N-1 is committed). Returns False when the attempt's file is
+    neither staged nor the one published.
+
+    Other attempts' files of ``batch`` stay: one of them may still be the attempt a sink's
+    commit names (a zombie beside its retry), and that attempt publishes its own. Once a later
+    batch has a file, the batch is settled and nothing is published (a zombie attempt's)."""
+    folder = subtask_folder(location, subtask)
+    published = f"{batch}.{kind_of(batch)}"
+    names = storage.list_files(folder)
+    if any(b > batch for b in _versions_of(names)):
+        return True  # a zombie's, after a later batch ran: the batch was settled long ago
+    if f"{published}.{attempt}" in names:
+        storage.move(storage.join(folder, f"{published}.{attempt}"),
+                     storage.join(folder, published))
+    elif _token_at(storage.join(folder, published)) != attempt:
+        return False
+    for name in names:
+        version, _, staged = name.partition(".")
+        if staged.count(".") == 1 and version.lstrip("-").isdigit() and int(version) < batch:
+            storage.delete(storage.join(folder, name))
+    if kind_of(batch) == "snapshot":
+        _forget_before(folder, batch)
+    return True
+
+
+def _forget_before(location: str, batch: int) -> None:
+    """After snapshot ``batch`` of the subtask folder ``location``: keep the snapshot before it
+    and the deltas since (a replay of ``batch`` starts there), delete everything older."""
+    files = versions(location)
+    older = [b for b, kind in files.items() if kind == "snapshot" and b < batch]
+    keep_from = max(older, default=min(files, default=batch))
+    for version, kind in files.items():
+        if version < keep_from:
+            for suffix in ("delta", "snapshot"):
+                storage.delete(storage.join(location, f"{version}.{suffix}"))
+        elif version == keep_from and kind == "snapshot":
+            storage.delete(storage.join(location, f"{version}.delta"))
+
+
+def _token_at(location: str) -> str | None:
+    """The lineage token in the state file at ``location`` (its schema alone)."""
+    fs, path = storage.resolve(location)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return _token_of(pa.ipc.open_stream(stream).schema)
+    except (FileNotFoundError, pa.ArrowInvalid):
+        return "\0unreadable"  # never a local copy's token: the copy is rebuilt
 
 
 def _connect(path: str) -> sqlite3.Connection:

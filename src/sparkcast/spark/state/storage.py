@@ -75,6 +75,17 @@ def write_bytes(location: str, data: bytes) -> None:
     fs.move(temporary, path)
 
 
+def move(source: str, target: str) -> None:
+    """Move the file ``source`` to ``target``, replacing it: a rename on a file system (HDFS,
+    which renames onto no file, has ``target`` deleted first), a copy then a delete on an
+    object store; either way ``target`` appears whole."""
+    fs, path = resolve(source)
+    destination = resolve(target)[1]
+    if fs.type_name == "hdfs" and fs.get_file_info(destination).type == pafs.FileType.File:
+        fs.delete_file(destination)
+    fs.move(path, destination)
+
+
 def list_files(location: str) -> list[str]:
     """The names of the files directly in the folder ``location`` (none when it is missing)."""
     fs, path = resolve(location)
