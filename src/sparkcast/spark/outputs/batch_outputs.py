@@ -103,9 +103,12 @@ class TypedFrames:
 
 def start(outputs: TaggedOutputs, consumer: Consumer, checkpoint_location: str,
           trigger: dict[str, Any] | None, query_name: str | None, count: bool,
-          persist: bool) -> StreamingQuery:
-    """Check the checkpoint, then start the one query feeding ``consumer`` every batch."""
+          persist: bool, before_start: Callable[[], None] | None = None) -> StreamingQuery:
+    """Check the checkpoint, run ``before_start`` (the sinks' start of a run), then start the
+    one query feeding ``consumer`` every batch."""
     outputs = prepare_checkpoint(outputs, checkpoint_location)
+    if before_start is not None:
+        before_start()
     frames = TypedFrames(outputs, consumer, count, persist)
     return batch_driver.start(outputs.plan, lambda: outputs.tagged, frames,
                               checkpoint_location, trigger, query_name)

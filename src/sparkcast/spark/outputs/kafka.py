@@ -11,11 +11,12 @@ whatever fails:
   when there is no key); where the pattern's tasks write (``sinks_in_tasks.py``), a part is a
   subtask's rows. A replay computes the same rows for the same part on any host, and one key's
   records stay in one part, in the order they were emitted;
-* the driver, on the first micro-batch of a run (the only one Spark may replay), fences every
-  part of every Kafka output of the query (aborting what a killed attempt left open), then
-  reads the markers to the high watermark: the parts of N that were committed are skipped,
-  the others are written (markers of batches beyond the checkpoint's offsets mean it was
-  rolled back, and a WARNING says whose records those batches keep);
+* the driver, once a run and before its query starts (the run's first micro-batch is the only
+  one Spark may replay), fences every part of every Kafka output of the query (aborting what
+  a killed attempt left open), then reads the markers to the high watermark: the parts of N
+  that were committed are skipped, the others are written (markers of batches beyond the
+  checkpoint's offsets mean it was rolled back, and a WARNING says whose records those
+  batches keep);
 * every attempt of a part that is written, first or retried, of any stage attempt, finds out
   exactly whether the part is in before it writes, and an attempt fenced by a newer one gives
   way (``PartWriter.write_once``); a query's marker topic has a partition per part, so that
@@ -100,8 +101,8 @@ class KafkaSink:
 
     def check(self, output: str, schema: StructType, spark: Any) -> None:
         """The key column exists, an Avro or Protobuf schema takes the output's columns, the
-        topic exists (the marker topic is made, if missing, at the first batch: a query's own
-        is named by its id)."""
+        topic exists (the marker topic is made, if missing, when the query starts: a query's
+        own is named by its id)."""
         where = f"output {output!r}, sink {self.describe()}"
         if self.key is not None and self.key not in schema.fieldNames():
             raise SinkError(f"{where}: key column {self.key!r} is not a column of the output "
@@ -138,7 +139,7 @@ class RunMarkers(NamedTuple):
 
 
 class KafkaWriter:
-    """The driver side of one query's Kafka sinks: at the first batch of a run, every part
+    """The driver side of one query's Kafka sinks: once a run, before its query starts, every part
     fenced and the markers read; then the parts of each batch that Kafka does not have,
     written here (``write``) or by the pattern's tasks (``sinks_in_tasks.py``, one part per
     subtask: ``subtasks`` says how many there are where the tasks may write)."""
@@ -155,8 +156,9 @@ class KafkaWriter:
     @property
     def by_subtask(self) -> bool:
         """Whether the pattern's tasks write the parts this run: they may, and no marker of
-        the checkpoint says the driver split its rows by key."""
-        self.run()
+        the checkpoint says the driver split its rows by key (known once :meth:`run` read
+        the markers)."""
+        assert self._run is not None, "run() first"
         return self._by == PARTS_BY_SUBTASK
 
     def run(self) -> dict[str, RunMarkers]:
@@ -203,7 +205,7 @@ class KafkaWriter:
               empty: bool) -> None:
         """Write the parts of the batch that Kafka does not have; ``empty``: the batch has no
         rows for ``output`` (its parts' transactions are left out, a replay writes none
-        either; the first batch of a run still fences and reads the markers)."""
+        either; the run fenced and read the markers before it started)."""
         self.run()
         if empty:
             return
@@ -233,8 +235,14 @@ class KafkaWriter:
                 sink.parts, malformed_part(self.subtasks) + 1)  # either way's parts
             partitions[output] = ensure_topic(sink.settings, chosen[output], may_write,
                                               f"output {output!r}, sink {sink.describe()}")
-            for part in range(may_write):
-                fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}", chosen[output])
+            try:
+                for part in range(may_write):
+                    fence(sink.settings, f"{self._prefix(sink)}-{output}-{part}",
+                          chosen[output])
+            except client().KafkaException as error:
+                raise SinkError(f"output {output!r}, sink {sink.describe()}: fencing the "
+                                f"producers of its earlier runs failed ({_reason(error)})"
+                                ) from error
         read: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
         for output, sink in self.sinks:
             where = (sink.bootstrap_servers, chosen[output])
@@ -309,7 +317,7 @@ def _warn_rolled_back(sink: KafkaSink, output: str, markers: dict[str, dict[str,
         log.warning(f"output {output!r}, sink {sink.describe()}: Kafka holds this query's "
                     f"parts up to batch {ahead}, but its checkpoint has planned batches up to "
                     f"{planned} only: the checkpoint was rolled back. The parts of batches "
-                    f"{planned} to {ahead} that Kafka holds are not written again, so their "
+                    f"{planned + 1} to {ahead} that Kafka holds are not written again, so their "
                     "records are the ones the abandoned run wrote; to write the new input's, "
                     "start from a copy (sparkcast state copy: its own transactional ids)")
 

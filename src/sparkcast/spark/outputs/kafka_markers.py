@@ -1,8 +1,8 @@
 """The marker topic each Kafka output of a query writes, and its record in the checkpoint.
 
 A ``read_committed`` read of a topic ends at the first transaction still open in it
-(librdkafka's end of a partition is the last stable offset). The
-first batch of a run reads its markers that way, so when every query shared one marker topic
+(librdkafka's end of a partition is the last stable offset). Each run
+reads its markers that way as it starts, so when every query shared one marker topic
 (``_sparkcast_markers``), a killed query's open transaction, until the broker aborted it
 (``transaction.timeout.ms`` later), hid from every other query's restart the markers committed
 behind it, and the restart wrote those parts of its replayed batch again. Reads now wait for

@@ -76,7 +76,7 @@ class SinkWriter:
                 self.kafka.append((name, sink))
             else:
                 self.direct.append((name, sink))
-        #: the query's Kafka writer, made at the first batch that writes Kafka
+        #: the query's Kafka writer, made before the query starts (``start_run``)
         self.kafka_writer: KafkaWriter | None = None
         self._query_id: str | None = None
 
@@ -86,12 +86,19 @@ class SinkWriter:
         files only, Kafka among them."""
         return bool(self.kafka) and not self.jdbc and not self.direct
 
+    def start_run(self) -> None:
+        """Before the query starts: every Kafka part fenced and the markers read, once a run
+        (``kafka.KafkaWriter``), so a checkpoint its sinks cannot continue is refused by
+        ``write_stream`` itself."""
+        if self.kafka:
+            self.kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
+            self.kafka_writer.run()
+
     @property
     def query_id(self) -> str:
         """The query's id from the checkpoint (stable across restarts, new with a new one)."""
         if self._query_id is None:
-            metadata = checkpoint_files.read_json(self.checkpoint, ("metadata",)) or {}
-            self._query_id = str(metadata["id"])
+            self._query_id = checkpoint_files.query_id(self.checkpoint)
         return self._query_id
 
     def __call__(self, tagged: DataFrame, frames: Mapping[str, DataFrame], batch_id: int,
@@ -180,8 +187,7 @@ class SinkWriter:
 
     def _write_kafka(self, name: str, sink: KafkaSink, frame: DataFrame, batch_id: int,
                      empty: bool) -> None:
-        if self.kafka_writer is None:
-            self.kafka_writer = KafkaWriter(self.query_id, self.checkpoint, self.kafka)
+        assert self.kafka_writer is not None, "start_run() before the query starts"
         try:
             with phase(self.spark, f"sink {kind(sink)}, output {name}"):
                 self.kafka_writer.write(sink, name, frame, batch_id, empty)

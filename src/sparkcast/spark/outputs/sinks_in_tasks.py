@@ -22,7 +22,9 @@ A part is a subtask (``kafka_marker_reads.PARTS_BY_SUBTASK`` in its markers), so
 emitted them, and a replay gives the subtask the same rows. A checkpoint whose markers say the
 driver split its rows by key keeps that way (``KafkaWriter.by_subtask``), as does a query
 whose files Spark must write (another format, a column type pyarrow does not write as Spark
-would).
+would). Which way a run goes is decided before its query starts (``SinksInTasks.decide``):
+the checkpoint's query id is known then (``checkpoint_files.query_id``), and every Kafka part
+is fenced and the markers read there, once.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from sparkcast.spark.execution.encoding import tagged_schema
 from sparkcast.spark.execution.partitioned import PartitionedOutputs, PartitionedRunner
 from sparkcast.spark.execution.phases import phase
 from sparkcast.spark.execution.task_writer import FileLayout, Tally
-from sparkcast.spark.layout import SUBTASK
+from sparkcast.spark.layout import SUBTASK, TS
 from sparkcast.spark.observe.listener import listen, log
 from sparkcast.spark.outputs import batch_driver
 from sparkcast.spark.outputs.batch_driver import Batch, BatchConsumer
@@ -93,8 +96,9 @@ class _Files:
 
 
 class SinksInTasks:
-    """Each micro-batch's outputs written by the pattern's tasks, or, where they cannot be
-    (known at the first batch), by ``fallback``, the driver's sink writer."""
+    """Each micro-batch's outputs written by the pattern's tasks, or, where they cannot be, by
+    ``fallback``, the driver's sink writer: decided once for the run, before the query starts
+    (:meth:`decide`), from the checkpoint and the sinks."""
 
     def __init__(self, plan: RuntimePlan, writer: SinkWriter, fallback: BatchConsumer,
                  observation: str, query_name: str | None) -> None:
@@ -103,36 +107,38 @@ class SinksInTasks:
         self.fallback = fallback
         self.observation = observation
         self.query_name = query_name
-        self.in_tasks: bool | None = None  # known at the first batch
+        self.in_tasks: bool | None = None  # decided before the query starts
         self.layouts: dict[str, FileLayout | None] = {}  # by files sink's path
 
     def committed(self, batch_id: int) -> bool:
         return False  # the sinks tell a replay themselves
 
     def consume(self, batch: Batch) -> None:
-        if self.in_tasks is None:
-            self.in_tasks = self._choose(batch)
+        assert self.in_tasks is not None, "decide() before the query starts"
         if not self.in_tasks:
             self.fallback.consume(batch)
             return
         self._write(batch)
 
-    def _choose(self, batch: Batch) -> bool:
-        """Whether the tasks write this run's batches; else the fallback's Kafka writer is
-        this run's (its markers are read once)."""
-        assert self.plan.spark is not None and batch.outputs is not None
-        tagged = batch.outputs.output_type(batch.frame)
-        layouts = {sink.path: file_layout(self.plan.spark, tagged, sink.format)
+    def decide(self) -> None:
+        """Whether the tasks write this run's batches: every files sink's layout is one they
+        write, and no marker of the checkpoint says the driver split a Kafka output's rows by
+        key. Every Kafka part is fenced and the markers read here, once a run, before the
+        query starts (the fallback's Kafka writer is this one)."""
+        spark, streamed = self.plan.spark, self.plan.streamed_input
+        assert spark is not None and streamed is not None
+        tagged = tagged_schema(self.plan.output_schema, streamed.schema[TS].dataType)
+        layouts = {sink.path: file_layout(spark, tagged, sink.format)
                    for sink in self.writer.files}
         able = None not in layouts.values()
         kafka = KafkaWriter(self.writer.query_id, self.writer.checkpoint, self.writer.kafka,
                             self.plan.parallelism if able else None)
+        kafka.run()
         self.writer.kafka_writer = kafka
         self.layouts = layouts
-        in_tasks = able and kafka.by_subtask
-        if in_tasks:
+        self.in_tasks = able and kafka.by_subtask
+        if self.in_tasks:
             self._warn_parallelism()
-        return in_tasks
 
     def _warn_parallelism(self) -> None:
         """A Kafka sink's ``parallelism`` other than the subtasks' does not apply here."""
@@ -248,5 +254,6 @@ def start(outputs: TaggedOutputs, writer: SinkWriter, checkpoint_location: str,
     outputs = prepare_checkpoint(outputs, checkpoint_location)
     fallback = TypedFrames(outputs, writer, count=True, persist=True)
     consumer = SinksInTasks(outputs.plan, writer, fallback, fallback.observation, query_name)
+    consumer.decide()
     return batch_driver.start(outputs.plan, lambda: outputs.tagged, consumer,
                               checkpoint_location, trigger, query_name)

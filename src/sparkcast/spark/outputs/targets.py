@@ -83,4 +83,4 @@ def start(outputs: TaggedOutputs, sinks: dict[Any, Any], checkpoint_location: st
     if outputs_in_tasks(plan) and writer.tasks_may_write:
         return sinks_in_tasks.start(outputs, writer, checkpoint_location, trigger, query_name)
     return batch_outputs.start(outputs, writer, checkpoint_location, trigger, query_name,
-                               count=True, persist=True)
+                               count=True, persist=True, before_start=writer.start_run)

@@ -50,6 +50,20 @@ def _logged(checkpoint: str, log: str) -> list[int]:
     return sorted(int(n) for n in storage.list_files(file(checkpoint, log)) if n.isdigit())
 
 
+def query_id(checkpoint: str) -> str:
+    """Spark's id of the checkpoint's query (``<checkpoint>/metadata``, the same across
+    restarts). A new checkpoint's is written here first, as Spark writes it (Spark keeps a
+    ``metadata`` file it finds), so the id is known before the query starts: what the query
+    does with its sinks is decided then (``outputs/sinks_in_tasks.py``)."""
+    found = read_json(checkpoint, ("metadata",))
+    if found is None:
+        storage.write_bytes(file(checkpoint, "metadata"),
+                            json.dumps({"id": str(uuid.uuid4())}).encode())
+        found = read_json(checkpoint, ("metadata",))
+    assert found is not None
+    return str(found["id"])
+
+
 def identity(checkpoint: str, create: bool = False) -> str | None:
     """The checkpoint's id (None when it has none and ``create`` is false)."""
     found = read_json(checkpoint, ID_FILE)
