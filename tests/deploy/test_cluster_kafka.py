@@ -8,7 +8,8 @@ re-attempts the stages: the part runs again at attempt number 0 of a new stage a
 the commit protocol of ``PartWriter.write_once`` that run wrote the part a second time (the
 issue's job: 1,958-2,059 duplicate rows in 6 of 6 runs; this test on the code before: 21 extra
 rows, part 0 of batch 3 twice) and the job exited 0; now every row is in Kafka once, equal to
-the harness, so the per-key counters went on from the committed state.
+the harness, so the per-key counters went on from the committed state, and the part's keyed
+state is the one the killed attempt staged (its marker names it), not the re-attempt's.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from tests.deploy import kafka_hold
@@ -68,6 +70,24 @@ def test_an_executor_lost_after_its_task_committed_a_kafka_part_duplicates_nothi
     # the counters in the outputs are the state: no key's count was given out twice
     assert all(len(n) == len(set(n)) for n in counts.values())
     assert "ExecutorLostFailure" in log and "FetchFailed" in log, log[-5_000:]
+    # the part's keyed state is the killed attempt's, whose rows Kafka holds: its marker names
+    # that attempt, and the re-attempt published the state it had staged, not its own
+    named = _marker_attempt(kafka_broker, out / "keyed-checkpoint", part)
+    delta = out / "keyed-checkpoint" / "sparkcast" / "keyed" / str(part) / (
+        f"{kafka_hold.HOLD_BATCH}.delta")
+    token = pa.ipc.open_stream(delta.read_bytes()).schema.metadata[b"lineage"].decode()
+    assert named is not None and token == named
+    assert not list(delta.parent.glob(f"{kafka_hold.HOLD_BATCH}.delta.*"))  # none kept
+
+
+def _marker_attempt(broker, checkpoint: Path, part: int) -> str | None:
+    """The attempt that the main output's marker of ``part`` names."""
+    [topic] = set(json.loads((checkpoint / "sparkcast" / "kafka-markers.json").read_text())
+                  .values())
+    markers = [json.loads(r.value) for r in broker.read(topic)
+               if r.key is not None and r.key.endswith(f"/main/{part}")]
+    [marker] = [m for m in markers if m["batch"] == kafka_hold.HOLD_BATCH]
+    return marker.get("attempt")
 
 
 def _committed_part(marker: Path, driver) -> tuple[int, int]:

@@ -241,8 +241,12 @@ class PartWriter:
 
     def named_attempt(self, part: int) -> str | None:
         """The task attempt that the part's marker of this batch names, as this worker read or
-        committed it (None: not known here, or a marker without one)."""
-        mine = kept(self.transactional_id(part))
+        committed it (None: not known here, or a marker without one). A part this task had no
+        rows for is known too where the task made its producer ready (``prepare``: the exact
+        read), so a retry whose run gave the part no rows still keeps the committed state."""
+        transactional_id = self.transactional_id(part)
+        _settle(transactional_id)
+        mine = kept(transactional_id)
         return mine.attempt if mine is not None and mine.newest == self.batch_id else None
 
     def transactional_id(self, part: int) -> str:
