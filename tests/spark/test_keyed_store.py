@@ -88,10 +88,26 @@ def test_the_state_of_a_batch_is_the_attempt_a_sinks_commit_named(tmp_path):
     assert _read(location, tmp_path / "cold", last + 1)[0] == {"a": last, "b": 1}
     # what attempts staged for batches before the one published is gone
     assert sorted(p.name for p in folder.iterdir() if p.name.count(".") == 2) == []
-    # a zombie of a settled batch publishes nothing
-    _batch(location, tmp_path / "zombie", last - 1, ["z"], attempt="zombie")
-    assert keyed_store.publish(location, 0, last - 1, "zombie")
-    assert _read(location, tmp_path / "cold2", last + 1)[0] == {"a": last, "b": 1}
+
+
+def test_a_zombie_attempt_of_a_committed_batch_publishes_no_state(tmp_path):
+    """An attempt that ends after Spark committed its batch (its executor declared lost, its
+    stage re-attempted) leaves the state the attempt that counted published; the same attempt
+    before the commit publishes its own."""
+    from sparkcast.spark.outputs.task_sinks import StagedState
+
+    checkpoint = tmp_path / "checkpoint"
+    location = keyed_store.folder(str(checkpoint))
+    _batch(location, tmp_path / "w", 0, ["a"])
+    _batch(location, tmp_path / "w", 1, ["a"], attempt=keyed_store.attempt_token("nonce"))
+    (checkpoint / "commits").mkdir(parents=True)
+    (checkpoint / "commits" / "1").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    state = StagedState(str(checkpoint), 1, "nonce", {})
+    state.publish((0,), ())
+    assert _read(location, tmp_path / "cold", 2) == ({"a": 1}, 0)  # nothing published
+    (checkpoint / "commits" / "1").unlink()
+    state.publish((0,), ())
+    assert _read(location, tmp_path / "cold", 2) == ({"a": 2}, 1)
 
 
 def test_a_delta_holds_only_what_the_batch_changed(tmp_path):

@@ -196,10 +196,13 @@ class KafkaWriter:
         return found
 
     def written(self, sink: KafkaSink, output: str, batch_id: int, parts: list[int]) -> None:
-        """Record the parts of ``output``'s batch that were committed."""
-        markers = self.run()[output].markers
+        """Record the parts of ``output``'s batch that were committed (the attempts the run's
+        start read for them are of older batches: dropped)."""
+        run = self.run()[output]
         for part in parts:
-            markers[marker_key(self._prefix(sink), output, part)] = batch_id
+            key = marker_key(self._prefix(sink), output, part)
+            run.markers[key] = batch_id
+            run.attempts.pop(key, None)
 
     def write(self, sink: KafkaSink, output: str, frame: DataFrame, batch_id: int,
               empty: bool) -> None:

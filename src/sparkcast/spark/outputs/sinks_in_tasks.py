@@ -199,7 +199,7 @@ class SinksInTasks:
             return runner, None
         assert isinstance(batch.outputs, PartitionedOutputs)
         nonce = uuid.uuid4().hex
-        return runner.staged(nonce), StagedState(batch.outputs.store_location, batch.batch_id,
+        return runner.staged(nonce), StagedState(batch.outputs.checkpoint, batch.batch_id,
                                                  nonce, kafka.named_attempts(batch.batch_id))
 
     def _files(self, batch_id: int) -> list[_Files]:

@@ -48,7 +48,7 @@ from sparkcast.spark.execution.task_writer import (
 from sparkcast.spark.layout import SUBTASK
 from sparkcast.spark.outputs.kafka_client import LOG
 from sparkcast.spark.outputs.kafka_transactions import PartWriter
-from sparkcast.spark.state import keyed_store
+from sparkcast.spark.state import checkpoint_files, keyed_store
 
 #: a task's rows: a file of files sink ``sink``; a Kafka ``part`` written; an output's
 #: ``rows`` (no file, no part); the tally (``summary``)
@@ -90,13 +90,25 @@ class StagedState:
     attempt a committed part's marker names (a replay adopts it, and never the state its own
     run computed), or this attempt where its parts are its own."""
 
-    location: str  #: the keyed store's folder in the checkpoint
+    checkpoint: str
     batch_id: int
     nonce: str  #: the driver's for this batch's job (``keyed_store.attempt_token``)
     #: subtask → the attempts its parts' markers of the batch name, read at the run's start
     named: Mapping[int, tuple[str, ...]]
 
+    @property
+    def location(self) -> str:
+        """The keyed store's folder in the checkpoint."""
+        return keyed_store.folder(self.checkpoint)
+
     def publish(self, subtasks: tuple[int, ...], kafka: tuple[KafkaTarget, ...]) -> None:
+        """Each of ``subtasks``' state, unless Spark committed the batch already: this attempt
+        is then a zombie (its executor declared lost, its stage re-attempted), and the batch's
+        state was published by the attempt that counted (a later batch may have read it)."""
+        if checkpoint_files.committed(self.checkpoint, self.batch_id):
+            LOG.info(f"micro-batch {self.batch_id} is committed: this attempt of subtasks "
+                     f"{list(subtasks)} publishes no keyed state (a zombie's)")
+            return
         own = keyed_store.attempt_token(self.nonce)
         for subtask in subtasks:
             named = sorted({*self.named.get(subtask, ()),

@@ -41,6 +41,11 @@ def committed_batches(checkpoint: str) -> list[int]:
     return _logged(checkpoint, "commits")
 
 
+def committed(checkpoint: str, batch: int) -> bool:
+    """Whether Spark committed ``batch`` (its file in the commits log)."""
+    return storage.read_bytes(file(checkpoint, "commits", str(batch))) is not None
+
+
 def last_planned(checkpoint: str) -> int | None:
     """The last batch Spark logged offsets for (the one running, in a running query)."""
     return max(_logged(checkpoint, "offsets"), default=None)

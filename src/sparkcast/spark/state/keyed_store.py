@@ -88,12 +88,8 @@ def subtask_folder(location: str, subtask: int) -> str:
 def versions(location: str) -> dict[int, str]:
     """Batch id -> kind (``delta`` or ``snapshot``) of the files in a subtask's folder; a batch
     with both counts as a snapshot."""
-    return _versions_of(storage.list_files(location))
-
-
-def _versions_of(names: list[str]) -> dict[int, str]:
     found: dict[int, str] = {}
-    for name in names:
+    for name in storage.list_files(location):
         batch, _, kind = name.partition(".")
         if batch.lstrip("-").isdigit() and kind in ("delta", "snapshot"):
             if found.get(int(batch)) != "snapshot":
@@ -278,13 +274,10 @@ def publish(location: str, subtask: int, batch: int, attempt: str) -> bool:
     neither staged nor the one published.
 
     Other attempts' files of ``batch`` stay: one of them may still be the attempt a sink's
-    commit names (a zombie beside its retry), and that attempt publishes its own. Once a later
-    batch has a file, the batch is settled and nothing is published (a zombie attempt's)."""
+    commit names (a zombie beside its retry), and that attempt publishes its own."""
     folder = subtask_folder(location, subtask)
     published = f"{batch}.{kind_of(batch)}"
     names = storage.list_files(folder)
-    if any(b > batch for b in _versions_of(names)):
-        return True  # a zombie's, after a later batch ran: the batch was settled long ago
     if f"{published}.{attempt}" in names:
         storage.move(storage.join(folder, f"{published}.{attempt}"),
                      storage.join(folder, published))
