@@ -61,12 +61,16 @@ def query_id(checkpoint: str) -> str:
     ``metadata`` file it finds), so the id is known before the query starts: what the query
     does with its sinks is decided then (``outputs/sinks_in_tasks.py``)."""
     found = read_json(checkpoint, ("metadata",))
-    if found is None:
-        storage.write_bytes(file(checkpoint, "metadata"),
-                            json.dumps({"id": str(uuid.uuid4())}).encode())
-        found = read_json(checkpoint, ("metadata",))
-    assert found is not None
-    return str(found["id"])
+    return new_query_id(checkpoint) if found is None else str(found["id"])
+
+
+def new_query_id(checkpoint: str) -> str:
+    """Give the checkpoint a new Spark query id, in Spark's ``metadata`` format (a new
+    checkpoint, or a copy that is a job of its own); returns it."""
+    made = str(uuid.uuid4())
+    storage.write_bytes(file(checkpoint, "metadata"), json.dumps({"id": made}).encode())
+    storage.delete(file(checkpoint, ".metadata.crc"))  # Hadoop's checksum of the old one
+    return made
 
 
 def identity(checkpoint: str, create: bool = False) -> str | None:

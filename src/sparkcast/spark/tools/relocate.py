@@ -23,7 +23,6 @@ for a new query's.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -127,9 +126,7 @@ def _replace_location(text: str, old: str, new: str) -> str:
 def _new_identity(checkpoint: str) -> None:
     """A copy is a job of its own: a new Spark query id, checkpoint id and keyed store id, and
     Kafka marker topics of its own (the original's recorded aside, ``kafka_markers.py``)."""
-    storage.write_bytes(checkpoint_files.file(checkpoint, "metadata"),
-                        json.dumps({"id": str(uuid.uuid4())}).encode())
-    storage.delete(checkpoint_files.file(checkpoint, ".metadata.crc"))
+    checkpoint_files.new_query_id(checkpoint)
     if checkpoint_files.read_json(checkpoint, checkpoint_files.ID_FILE) is not None:
         checkpoint_files.write_json(checkpoint, checkpoint_files.ID_FILE,
                                     {"id": uuid.uuid4().hex})
